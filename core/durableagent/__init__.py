@@ -1,0 +1,86 @@
+"""durableagent: durable AI-agent runs.
+
+Every model call and tool call is journaled (start, then result, fsynced) before its result is
+used; a restarted run replays completed steps; a write that started and never recorded a
+result stops the run as indeterminate until a human reconciles it; approvals, denials and
+reconciliations are signals appended to the journal.
+"""
+
+from .errors import (
+    CorruptJournalError,
+    DurabilityError,
+    DurableAgentError,
+    IndeterminateError,
+    InputMismatchError,
+    InvalidRunIdError,
+    MaxTurnsExceeded,
+    RunBusyError,
+    RunNotFoundError,
+    SignalError,
+    StoreError,
+)
+from .gate import Pending, PolicyGate, marker_for, marker_step
+from .journal import Journal, Reconcile
+from .loop import AgentConfig, LoopOutcome, PlainRunner, StepRunner, run_loop
+from .messages import Message, StepKind, ToolCall, model_step, step_tool_name, tool_step
+from .model import Model, ScriptedModel
+from .outcome import Outcome, Status
+from .record import Record
+from .run import Config, run, signal, submit
+from .store import FileStore, Store, check_run_id, valid_run_id
+from .tools import Result, Tool
+from .view import NEEDS_HUMAN, RunStatus, RunView, StepView, view_run, view_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "NEEDS_HUMAN",
+    "AgentConfig",
+    "Config",
+    "CorruptJournalError",
+    "DurabilityError",
+    "DurableAgentError",
+    "FileStore",
+    "IndeterminateError",
+    "InputMismatchError",
+    "InvalidRunIdError",
+    "Journal",
+    "LoopOutcome",
+    "MaxTurnsExceeded",
+    "Message",
+    "Model",
+    "Outcome",
+    "Pending",
+    "PlainRunner",
+    "PolicyGate",
+    "Reconcile",
+    "Record",
+    "Result",
+    "RunBusyError",
+    "RunNotFoundError",
+    "RunStatus",
+    "RunView",
+    "ScriptedModel",
+    "SignalError",
+    "Status",
+    "StepKind",
+    "StepRunner",
+    "StepView",
+    "Store",
+    "StoreError",
+    "Tool",
+    "ToolCall",
+    "check_run_id",
+    "marker_for",
+    "marker_step",
+    "model_step",
+    "run",
+    "run_loop",
+    "signal",
+    "step_tool_name",
+    "submit",
+    "tool_step",
+    "valid_run_id",
+    "view_run",
+    "view_store",
+]

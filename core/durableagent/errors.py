@@ -1,0 +1,106 @@
+"""Every error durableagent raises on purpose derives from :class:`DurableAgentError`.
+
+Each carries the fields a caller needs (``.run_id``, ``.step``, ``.line``) and a message that
+says what was wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+
+class DurableAgentError(Exception):
+    """Base class of every durableagent error."""
+
+
+class InvalidRunIdError(DurableAgentError, ValueError):
+    """A run id that is not safe to use as a file name."""
+
+    def __init__(self, run_id: object) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"invalid run id {run_id!r}: use 1 to 128 ASCII letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
+
+
+class StoreError(DurableAgentError):
+    """The store cannot do what was asked (missing, a symlink, a short write, ...)."""
+
+
+class DurabilityError(StoreError):
+    """fsync failed: the kernel may have dropped the data. Reload from disk; never retry."""
+
+
+class CorruptJournalError(StoreError):
+    """A journal line that is not a torn tail does not parse, fails its crc or breaks the seqs."""
+
+    def __init__(self, run_id: str, line: int, reason: str) -> None:
+        self.run_id = run_id
+        self.line = line
+        self.reason = reason
+        super().__init__(
+            f"journal of run {run_id!r} is corrupt at line {line}: {reason}; "
+            "the file was left as it is: inspect or restore it by hand"
+        )
+
+
+class RunBusyError(DurableAgentError):
+    """Another runner (in this process or another one) holds the run's lease."""
+
+    def __init__(self, run_id: str, holder: str = "") -> None:
+        self.run_id = run_id
+        self.holder = holder
+        who = f" (held by {holder})" if holder else ""
+        super().__init__(f"run {run_id!r} is being executed by another runner{who}; try later")
+
+
+class RunNotFoundError(DurableAgentError, LookupError):
+    """The run has no journal."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"no run {run_id!r} in this store: start it with an input (agentrun submit) "
+            "or check the id and --store"
+        )
+
+    def __str__(self) -> str:  # LookupError would quote the message
+        return str(self.args[0])
+
+
+class InputMismatchError(DurableAgentError):
+    """A known run id was given an input other than the one it was started with."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"run {run_id!r} was started with a different input; "
+            "a run id names one run: use a new id for a new question"
+        )
+
+
+class IndeterminateError(DurableAgentError):
+    """A write step started and never recorded a result: a human must reconcile it."""
+
+    def __init__(self, step: str) -> None:
+        self.step = step
+        super().__init__(
+            f"write step {step!r} started but its result was never recorded: it may or may not "
+            "have happened. Check the external system, then reconcile it as done (with the "
+            "result) or retry"
+        )
+
+
+class SignalError(DurableAgentError):
+    """A signal was refused; nothing was written."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        self.run_id = run_id
+        super().__init__(message)
+
+
+class MaxTurnsExceeded(DurableAgentError):
+    """The model kept asking for tools past the configured number of turns."""
+
+    def __init__(self, max_turns: int) -> None:
+        self.max_turns = max_turns
+        super().__init__(f"the model made {max_turns} calls without a final answer (max_turns)")

@@ -1,0 +1,71 @@
+"""The policy gate: which tools write, which need a human, and the markers binding approvals."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyGate:
+    """``writes``: tools with side effects. ``approve``: tools a human must approve (defaults to
+    ``writes``). ``deny``: tools refused outright."""
+
+    writes: frozenset[str] = frozenset()
+    approve: frozenset[str] | None = None
+    deny: frozenset[str] = frozenset()
+
+    def __init__(
+        self,
+        writes: Iterable[str] = (),
+        approve: Iterable[str] | None = None,
+        deny: Iterable[str] = (),
+    ) -> None:
+        object.__setattr__(self, "writes", frozenset(writes))
+        object.__setattr__(self, "approve", None if approve is None else frozenset(approve))
+        object.__setattr__(self, "deny", frozenset(deny))
+
+    def is_write(self, tool: str) -> bool:
+        return tool in self.writes
+
+    def needs_approval(self, tool: str) -> bool:
+        return tool in (self.writes if self.approve is None else self.approve)
+
+    def is_denied(self, tool: str) -> bool:
+        return tool in self.deny
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A tool call waiting for a human. Approve or deny it by its ``marker``."""
+
+    marker: str
+    step: str
+    tool: str
+    arguments: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "marker": self.marker,
+            "step": self.step,
+            "tool": self.tool,
+            "arguments": self.arguments,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Pending:
+        return cls(d["marker"], d["step"], d["tool"], dict(d.get("arguments") or {}))
+
+
+def marker_for(step: str, arguments: dict[str, Any]) -> str:
+    """``step#digest``: an approval binds to this step with exactly these arguments."""
+    canon = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
+    return f"{step}#{hashlib.sha256(canon.encode()).hexdigest()[:12]}"
+
+
+def marker_step(marker: str) -> str:
+    """The step a marker names (everything before the last ``#``)."""
+    return marker.rpartition("#")[0]

@@ -1,0 +1,144 @@
+"""The agent loop and its seam: every model and tool call goes through a StepRunner."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .errors import MaxTurnsExceeded
+from .gate import Pending, PolicyGate, marker_for
+from .messages import Message, StepKind, ToolCall, model_step, tool_step
+from .model import Model
+from .tools import Result, Tool
+
+StepFn = Callable[[], Awaitable[Any]]
+
+
+class StepRunner(Protocol):
+    """Runs one named step. A durable runner journals it; a plain one just awaits ``fn``."""
+
+    async def run_step(
+        self, name: str, kind: StepKind, fn: StepFn, *, write: bool = False
+    ) -> Any: ...
+
+    def is_recorded(self, name: str) -> bool: ...
+
+
+class PlainRunner:
+    """Awaits each step; remembers nothing."""
+
+    async def run_step(self, name: str, kind: StepKind, fn: StepFn, *, write: bool = False) -> Any:
+        return await fn()
+
+    def is_recorded(self, name: str) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """The model, its tools, an optional system prompt (sent first on every call, never
+    recorded as input) and the turn limit."""
+
+    model: Model
+    tools: Sequence[Tool] = ()
+    system: str | None = None
+    max_turns: int = 20
+
+
+@dataclass(frozen=True)
+class LoopOutcome:
+    """``message`` set: the run answered. ``pending`` non-empty: it waits for a human."""
+
+    message: Message | None
+    pending: tuple[Pending, ...] = field(default=())
+
+
+async def run_loop(
+    config: AgentConfig,
+    messages: Sequence[Message],
+    *,
+    runner: StepRunner | None = None,
+    gate: PolicyGate | None = None,
+    approved: Iterable[str] = (),
+    denied: Mapping[str, str] | None = None,
+) -> LoopOutcome:
+    """Run model turns and tool calls until the model answers without tool calls.
+
+    Before any call of a turn runs, every unrecorded call is checked: if one needs a human,
+    the loop returns all such calls of that turn as pending and runs none of them.
+    """
+    runner = runner or PlainRunner()
+    gate = gate or PolicyGate()
+    approved_set = frozenset(approved)
+    denied_map: Mapping[str, str] = denied or {}
+    tools = {t.name: t for t in config.tools}
+    # One list for the whole run, appended to in place: replay stays linear.
+    convo: list[Message] = [Message("system", config.system)] if config.system else []
+    convo.extend(messages)
+
+    for turn in range(1, config.max_turns + 1):
+
+        async def call_model() -> Any:
+            reply = await config.model.complete(convo, config.tools)
+            return reply.to_dict()
+
+        reply = Message.from_dict(
+            await runner.run_step(model_step(turn), StepKind.MODEL, call_model)
+        )
+        convo.append(reply)
+        if not reply.tool_calls:
+            return LoopOutcome(reply)
+
+        steps = [tool_step(turn, i, c.name) for i, c in enumerate(reply.tool_calls)]
+        markers = [marker_for(s, c.arguments) for s, c in zip(steps, reply.tool_calls, strict=True)]
+        pending = tuple(
+            Pending(m, s, c.name, c.arguments)
+            for s, m, c in zip(steps, markers, reply.tool_calls, strict=True)
+            if not runner.is_recorded(s)
+            and gate.needs_approval(c.name)
+            and not gate.is_denied(c.name)
+            and m not in approved_set
+            and m not in denied_map
+        )
+        if pending:
+            return LoopOutcome(None, pending)
+
+        for step, marker, call in zip(steps, markers, reply.tool_calls, strict=True):
+            fn, write = _tool_fn(call, marker, tools, gate, denied_map)
+            result = Result.from_dict(await runner.run_step(step, StepKind.TOOL, fn, write=write))
+            convo.append(Message("tool", result.content, tool_call_id=call.id, name=call.name))
+
+    raise MaxTurnsExceeded(config.max_turns)
+
+
+def _tool_fn(
+    call: ToolCall,
+    marker: str,
+    tools: Mapping[str, Tool],
+    gate: PolicyGate,
+    denied: Mapping[str, str],
+) -> tuple[StepFn, bool]:
+    """The step function for one call, and whether it writes. A refused call records an error
+    result without touching the tool, so it is never a write."""
+    refusal: str | None = None
+    if gate.is_denied(call.name):
+        refusal = f"denied by policy: the tool {call.name!r} is not allowed"
+    elif marker in denied:
+        refusal = denied[marker]
+    elif call.name not in tools:
+        refusal = f"unknown tool {call.name!r}; available: {', '.join(sorted(tools)) or 'none'}"
+    if refusal is not None:
+        refused = Result(refusal, is_error=True).to_dict()
+
+        async def refuse() -> Any:
+            return refused
+
+        return refuse, False
+
+    tool = tools[call.name]
+
+    async def invoke() -> Any:
+        return (await tool.call(call.arguments)).to_dict()
+
+    return invoke, gate.is_write(call.name)

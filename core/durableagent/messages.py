@@ -1,0 +1,96 @@
+"""The conversation's data: messages, tool calls, step kinds and step names."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+class StepKind(enum.StrEnum):
+    """What a journaled step calls: the model or a tool."""
+
+    MODEL = "model"
+    TOOL = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call an assistant message asks for."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> ToolCall:
+        if not isinstance(d, dict):
+            raise ValueError(f"a tool call must be an object, got {type(d).__name__}")
+        args = d.get("arguments", {})
+        if not isinstance(args, dict):
+            raise ValueError("a tool call's arguments must be an object")
+        return cls(id=str(d.get("id", "")), name=str(d["name"]), arguments=args)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A chat message. ``tool_calls`` on assistant messages, ``tool_call_id``/``name`` on
+    tool results."""
+
+    role: str
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"unknown message role {self.role!r}; use one of {sorted(ROLES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            d["tool_calls"] = [c.to_dict() for c in self.tool_calls]
+        if self.tool_call_id is not None:
+            d["tool_call_id"] = self.tool_call_id
+        if self.name is not None:
+            d["name"] = self.name
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any) -> Message:
+        if not isinstance(d, dict) or "role" not in d:
+            raise ValueError("a message must be an object with a role")
+        content = d.get("content") or ""
+        if not isinstance(content, str):
+            raise ValueError("a message's content must be a string")
+        return cls(
+            role=d["role"],
+            content=content,
+            tool_calls=tuple(ToolCall.from_dict(c) for c in d.get("tool_calls") or ()),
+            tool_call_id=d.get("tool_call_id"),
+            name=d.get("name"),
+        )
+
+
+def model_step(turn: int) -> str:
+    """The step name of turn ``turn``'s model call (turns count from 1)."""
+    return f"llm/{turn}"
+
+
+def tool_step(turn: int, index: int, tool: str) -> str:
+    """The step name of the ``index``-th tool call (from 0) of turn ``turn``."""
+    return f"tool/{turn}/{index}/{tool}"
+
+
+def step_tool_name(step: str) -> str | None:
+    """The tool name of a tool step (``tool/2/0/create_ticket`` → ``create_ticket``), else None."""
+    parts = step.split("/", 3)
+    if len(parts) == 4 and parts[0] == "tool" and parts[3]:
+        return parts[3]
+    return None

@@ -1,0 +1,53 @@
+"""What one attempt of a run ended with."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from .gate import Pending
+from .messages import Message
+
+
+class Status(enum.StrEnum):
+    """How an attempt of a run ended."""
+
+    COMPLETED = "completed"
+    AWAITING_APPROVAL = "awaiting_approval"
+    INDETERMINATE = "indeterminate"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one ``run()`` attempt. ``seq`` is the journal's last seq when it was made."""
+
+    status: Status
+    message: Message | None = None
+    pending: tuple[Pending, ...] = field(default=())
+    step: str = ""
+    error: str = ""
+    seq: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": str(self.status),
+            "message": None if self.message is None else self.message.to_dict(),
+            "pending": [p.to_dict() for p in self.pending],
+            "step": self.step,
+            "error": self.error,
+            "seq": self.seq,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Outcome:
+        msg = d.get("message")
+        return cls(
+            status=Status(d["status"]),
+            message=None if msg is None else Message.from_dict(msg),
+            pending=tuple(Pending.from_dict(p) for p in d.get("pending") or ()),
+            step=str(d.get("step") or ""),
+            error=str(d.get("error") or ""),
+            seq=int(d.get("seq") or 0),
+        )

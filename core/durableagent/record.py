@@ -1,0 +1,105 @@
+"""Journal records and their line format: one JSON object per line, crc last."""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+RUN_STARTED = "run.started"
+STEP_STARTED = "step.started"
+STEP_COMPLETED = "step.completed"
+SIGNAL = "signal"
+RUN_COMPLETED = "run.completed"
+TYPES = frozenset({RUN_STARTED, STEP_STARTED, STEP_COMPLETED, SIGNAL, RUN_COMPLETED})
+KINDS = frozenset({"model", "tool", ""})
+
+_KEYS = frozenset({"seq", "type", "step", "kind", "data", "at"})
+_KEYS_CRC = _KEYS | {"crc"}
+_CRC_PREFIX = b',"crc":"'
+_CRC_TAIL = len(b',"crc":"00000000"}')  # 18 bytes before the newline
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_loads = json.loads
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One journal entry. ``seq`` is assigned by the store; ``at`` is informational only."""
+
+    seq: int
+    type: str
+    step: str
+    kind: str
+    data: Any
+    at: float
+
+    @classmethod
+    def make(cls, type: str, step: str = "", kind: str = "", data: Any = None) -> Record:
+        """A new record to append (seq 0: the store assigns it), stamped now."""
+        return cls(0, type, step, kind, {} if data is None else data, time.time())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "type": self.type,
+            "step": self.step,
+            "kind": self.kind,
+            "data": self.data,
+            "at": self.at,
+        }
+
+
+def encode_line(record: Record, seq: int) -> bytes:
+    """The record as one crc-terminated line with ``seq``. Raises ValueError for data that is
+    not plain JSON (NaN, a lone surrogate, a non-JSON type) before anything is written."""
+    try:
+        body = _dumps(
+            {
+                "seq": seq,
+                "type": record.type,
+                "step": record.step,
+                "kind": record.kind,
+                "data": record.data,
+                "at": record.at,
+            }
+        ).encode()
+    except (TypeError, ValueError, UnicodeEncodeError) as e:
+        raise ValueError(f"record data is not plain JSON: {e}") from None
+    crc = zlib.crc32(body)
+    return body[:-1] + b',"crc":"%08x"}\n' % crc
+
+
+class LineError(ValueError):
+    """Why a line is not a valid record (the caller adds the run and the line number)."""
+
+
+def decode_line(line: bytes) -> Record:
+    """Parse one line (without its newline), checking its crc when it has one."""
+    if line[-_CRC_TAIL:-10] == _CRC_PREFIX:
+        want = line[-10:-2]
+        got = b"%08x" % zlib.crc32(b"}", zlib.crc32(memoryview(line)[:-_CRC_TAIL]))
+        if got != want:
+            raise LineError(
+                f"crc mismatch (line says {want.decode(errors='replace')}, "
+                f"content gives {got.decode()})"
+            )
+    try:
+        d = _loads(line)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise LineError(f"not JSON ({e})") from None
+    if type(d) is not dict:
+        raise LineError("not a JSON object")
+    keys = d.keys()
+    if keys != _KEYS and keys != _KEYS_CRC:
+        missing = sorted(_KEYS - keys)
+        raise LineError(f"missing keys {missing}" if missing else "unexpected keys")
+    seq, typ, step, kind, at = d["seq"], d["type"], d["step"], d["kind"], d["at"]
+    if type(seq) is not int or type(typ) is not str or typ not in TYPES:
+        raise LineError("bad seq or type")
+    if type(step) is not str or type(kind) is not str or kind not in KINDS:
+        raise LineError("bad step or kind")
+    if type(at) is not float and type(at) is not int:
+        raise LineError("bad at")
+    return Record(seq, typ, step, kind, d["data"], at)

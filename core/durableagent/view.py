@@ -1,0 +1,224 @@
+"""What a supervisor sees: one pure fold from a run's records to its status and details."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import DurableAgentError
+from .gate import Pending
+from .journal import StepIndex
+from .messages import Message, ToolCall
+from .outcome import Outcome, Status
+from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
+from .store import Store
+
+
+class RunStatus(enum.StrEnum):
+    """A run's status as a supervisor shows it (the first matching rule wins)."""
+
+    CORRUPT = "corrupt"
+    COMPLETED = "completed"
+    RUNNING = "running"
+    INDETERMINATE = "indeterminate"
+    AWAITING_APPROVAL = "awaiting_approval"
+    FAILED = "failed"
+    READY = "ready"
+
+
+NEEDS_HUMAN = frozenset(
+    {RunStatus.CORRUPT, RunStatus.INDETERMINATE, RunStatus.AWAITING_APPROVAL, RunStatus.FAILED}
+)
+
+
+@dataclass(frozen=True)
+class StepView:
+    """One step of a run: when it started, whether it finished, and with what."""
+
+    name: str
+    kind: str
+    write: bool
+    started: bool
+    completed: bool
+    result: Any = None
+    started_at: float | None = None
+    completed_at: float | None = None
+    attempts: int = 0
+    call: ToolCall | None = None  # for a tool step: the call the model step asked for
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Everything a supervisor shows about one run."""
+
+    run_id: str
+    status: RunStatus
+    records: tuple[Record, ...] = ()
+    steps: tuple[StepView, ...] = ()
+    pending: tuple[Pending, ...] = ()
+    indeterminate: StepView | None = None
+    answer: Message | None = None
+    input: tuple[Message, ...] = ()
+    model_calls: int = 0
+    started_at: float | None = None
+    last_activity: float | None = None
+    error: str = ""
+    error_line: int = 0
+    outcome: Outcome | None = None
+    leased: bool = False
+    signals: tuple[Record, ...] = field(default=())
+
+    @property
+    def last_seq(self) -> int:
+        return self.records[-1].seq if self.records else 0
+
+    @property
+    def needs_human(self) -> bool:
+        return self.status in NEEDS_HUMAN
+
+    @property
+    def waiting_on(self) -> str:
+        """One line: what the run waits on (a pending call, the indeterminate step, the error)."""
+        if self.status == RunStatus.CORRUPT or self.status == RunStatus.FAILED:
+            return self.error
+        if self.status == RunStatus.INDETERMINATE and self.indeterminate is not None:
+            return f"reconcile {self.indeterminate.name}"
+        if self.status == RunStatus.AWAITING_APPROVAL:
+            more = f" (+{len(self.pending) - 1})" if len(self.pending) > 1 else ""
+            return f"approve {self.pending[0].tool}{more}" if self.pending else "approval"
+        return ""
+
+
+def view_run(
+    records: Sequence[Record],
+    *,
+    outcome: Outcome | None = None,
+    leased: bool = False,
+    run_id: str = "",
+) -> RunView:
+    """Fold a run's records (and its last outcome and lease) into a RunView. No I/O."""
+    index = StepIndex(records)
+    steps: dict[str, dict[str, Any]] = {}
+    calls: dict[str, ToolCall] = {}
+    signals: list[Record] = []
+    decided: set[str] = set()
+    completed: Message | None = None
+    run_input: tuple[Message, ...] = ()
+    model_calls = 0
+    for r in records:
+        t = r.type
+        if t == STEP_STARTED:
+            s = steps.get(r.step)
+            if s is None:
+                s = steps[r.step] = {
+                    "name": r.step,
+                    "kind": r.kind,
+                    "started_at": r.at,
+                    "attempts": 0,
+                }
+            s["attempts"] += 1
+            if r.kind == "model":
+                model_calls += 1
+        elif t == STEP_COMPLETED:
+            s = steps.setdefault(r.step, {"name": r.step, "kind": r.kind, "attempts": 0})
+            if "completed_at" not in s:
+                s["completed_at"] = r.at
+                s["result"] = r.data
+                if r.kind == "model":
+                    _note_calls(r, calls)
+        elif t == SIGNAL:
+            signals.append(r)
+            if r.data.get("name") in ("approve", "deny"):
+                decided.add(str((r.data.get("payload") or {}).get("marker")))
+        elif t == RUN_COMPLETED:
+            completed = _message(r.data.get("message"))
+        elif t == RUN_STARTED:
+            run_input = tuple(m for m in map(_message, r.data.get("input") or ()) if m)
+
+    step_views = tuple(
+        StepView(
+            name=n,
+            kind=s["kind"],
+            write=index.is_write(n),
+            started=n in index.started,
+            completed="completed_at" in s,
+            result=s.get("result"),
+            started_at=s.get("started_at"),
+            completed_at=s.get("completed_at"),
+            attempts=s["attempts"],
+            call=calls.get(n),
+        )
+        for n, s in steps.items()
+    )
+    stuck = next((v for v in step_views if index.indeterminate(v.name)), None)
+    pending: tuple[Pending, ...] = ()
+    if outcome is not None and outcome.status == Status.AWAITING_APPROVAL:
+        pending = tuple(p for p in outcome.pending if p.marker not in decided)
+
+    last_seq = records[-1].seq if records else 0
+    if completed is not None:
+        status = RunStatus.COMPLETED
+    elif leased:
+        status = RunStatus.RUNNING
+    elif stuck is not None:
+        status = RunStatus.INDETERMINATE
+    elif pending:
+        status = RunStatus.AWAITING_APPROVAL
+    elif outcome is not None and outcome.status == Status.FAILED and outcome.seq == last_seq:
+        status = RunStatus.FAILED
+    else:
+        status = RunStatus.READY
+    error = outcome.error if status == RunStatus.FAILED and outcome is not None else ""
+    return RunView(
+        run_id=run_id,
+        status=status,
+        records=tuple(records),
+        steps=step_views,
+        pending=pending,
+        indeterminate=stuck,
+        answer=completed,
+        input=run_input,
+        model_calls=model_calls,
+        started_at=records[0].at if records else None,
+        last_activity=records[-1].at if records else None,
+        error=error,
+        outcome=outcome,
+        leased=leased,
+        signals=tuple(signals),
+    )
+
+
+def view_store(store: Store, run_id: str) -> RunView:
+    """Load and fold one run. A journal that does not load gives status ``corrupt`` with the
+    reason in ``.error`` (and ``.error_line``); it never raises for a bad journal."""
+    try:
+        records = store.load(run_id)
+    except DurableAgentError as e:
+        return RunView(
+            run_id=run_id, status=RunStatus.CORRUPT, error=str(e), error_line=getattr(e, "line", 0)
+        )
+    return view_run(
+        records,
+        outcome=store.last_outcome(run_id),
+        leased=store.is_leased(run_id),
+        run_id=run_id,
+    )
+
+
+def _message(d: Any) -> Message | None:
+    try:
+        return Message.from_dict(d)
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def _note_calls(r: Record, calls: dict[str, ToolCall]) -> None:
+    """Remember which tool call each tool step of this model turn runs."""
+    msg = _message(r.data)
+    if msg is None:
+        return
+    turn = r.step.partition("/")[2]
+    for i, c in enumerate(msg.tool_calls):
+        calls[f"tool/{turn}/{i}/{c.name}"] = c
