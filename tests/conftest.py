@@ -9,7 +9,7 @@ from durableagent import FileStore
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from helpdesk import Side  # noqa: E402
+from helpdesk import Side
 
 
 @pytest.fixture

@@ -33,11 +33,14 @@ def reply(messages: Sequence[Message]) -> Message:
     """lookup_policy, then create_ticket, then the answer, by what the conversation holds."""
     tool_msgs = [m for m in messages if m.role == "tool"]
     if not tool_msgs:
-        return Message("assistant", tool_calls=(
-            ToolCall("c1", "lookup_policy", {"topic": "access"}),))
+        return Message(
+            "assistant", tool_calls=(ToolCall("c1", "lookup_policy", {"topic": "access"}),)
+        )
     if len(tool_msgs) == 1:
-        return Message("assistant", tool_calls=(
-            ToolCall("c2", "create_ticket", {"summary": "billing dashboard access"}),))
+        return Message(
+            "assistant",
+            tool_calls=(ToolCall("c2", "create_ticket", {"summary": "billing dashboard access"}),),
+        )
     return Message("assistant", f"Ticket filed: {tool_msgs[-1].content}")
 
 

@@ -311,8 +311,9 @@ class FileStore:
         """Who holds the lease (pid, host, since), or None when it is free."""
         if not self.is_leased(run_id):
             return None
+        path = self._lease_path(run_id)
         try:
-            return dict(json.loads(self._lease_path(run_id).read_bytes()))
+            return dict(json.loads(path.read_bytes()))
         except (OSError, ValueError, TypeError):
             return None
 
@@ -339,8 +340,9 @@ class FileStore:
     def last_outcome(self, run_id: str) -> Outcome | None:
         """The last attempt's outcome; None when there is none or it does not parse (it is
         informational: replay never reads it)."""
+        path = self._outcome_path(run_id)
         try:
-            return Outcome.from_dict(json.loads(self._outcome_path(run_id).read_bytes()))
+            return Outcome.from_dict(json.loads(path.read_bytes()))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 

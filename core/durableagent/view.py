@@ -13,7 +13,7 @@ from .journal import StepIndex
 from .messages import Message, ToolCall
 from .outcome import Outcome, Status
 from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
-from .store import Store
+from .store import Store, check_run_id
 
 
 class RunStatus(enum.StrEnum):
@@ -192,7 +192,9 @@ def view_run(
 
 def view_store(store: Store, run_id: str) -> RunView:
     """Load and fold one run. A journal that does not load gives status ``corrupt`` with the
-    reason in ``.error`` (and ``.error_line``); it never raises for a bad journal."""
+    reason in ``.error`` (and ``.error_line``); it never raises for a bad journal. A bad run
+    id still raises InvalidRunIdError: that is the caller's mistake, not the journal's."""
+    check_run_id(run_id)
     try:
         records = store.load(run_id)
     except DurableAgentError as e:

@@ -1,0 +1,28 @@
+"""A worker process for the kill test: one attempt of run a1, maybe SIGKILLed inside a tool.
+
+usage: python _kill_child.py STORE SIDE KILL_IN   (KILL_IN: read, write or none)
+Prints the outcome as JSON on a clean finish.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from durableagent import FileStore, run
+from helpdesk import INPUT, Side, helpdesk
+
+
+def main() -> None:
+    store, side, kill_in = FileStore(sys.argv[1]), Side(Path(sys.argv[2])), sys.argv[3]
+    config, _ = helpdesk(store, side, kill_in=kill_in)
+    outcome = asyncio.run(run(config, "a1", INPUT))
+    print(json.dumps(outcome.to_dict()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""Crashes between a step's start and its result: reads re-run, writes wait for a human."""
+
+from __future__ import annotations
+
+import pytest
+
+from durableagent import (
+    FileStore,
+    IndeterminateError,
+    Reconcile,
+    RunStatus,
+    SignalError,
+    Status,
+    run,
+    signal,
+    view_store,
+)
+from helpdesk import INPUT, Side, helpdesk
+
+
+class Crash(Exception):
+    """Stands in for the process dying inside a tool (the real SIGKILL is in test_kill)."""
+
+
+def crash_after(config, tool_name: str):
+    """Wrap one tool so it does its work and then 'dies' before returning its result."""
+    tools = []
+    for t in config.agent.tools:
+        if t.name == tool_name:
+            inner = t.fn
+
+            def dying(args, inner=inner):
+                inner(args)
+                raise Crash(tool_name)
+
+            t = type(t)(t.name, t.description, t.parameters, dying)
+        tools.append(t)
+    agent = type(config.agent)(config.agent.model, tools, config.agent.system)
+    return type(config)(agent, config.gate, config.store)
+
+
+async def approved_run(store: FileStore, side: Side):
+    config, _ = helpdesk(store, side)
+    first = await run(config, "a1", INPUT)
+    signal(store, "a1", "approve", {"marker": first.pending[0].marker})
+    return config
+
+
+async def test_crash_inside_write_stops_the_run_as_indeterminate(store: FileStore, side: Side):
+    config = await approved_run(store, side)
+    with pytest.raises(Crash):
+        await run(crash_after(config, "create_ticket"), "a1", None)
+    assert len(side.tickets()) == 1
+
+    for _ in range(2):  # however often it is resumed
+        out = await run(helpdesk(store, side)[0], "a1", None)
+        assert out.status == Status.INDETERMINATE
+        assert out.step == "tool/2/0/create_ticket"
+    assert len(side.tickets()) == 1
+    assert view_store(store, "a1").status == RunStatus.INDETERMINATE
+
+
+async def test_reconcile_done_records_the_humans_result_and_never_reruns_the_write(
+    store: FileStore, side: Side
+):
+    config = await approved_run(store, side)
+    with pytest.raises(Crash):
+        await run(crash_after(config, "create_ticket"), "a1", None)
+    signal(
+        store,
+        "a1",
+        "reconcile",
+        Reconcile("tool/2/0/create_ticket", "done", "TICKET-7"),
+        by="oncall",
+    )
+
+    config2, model2 = helpdesk(store, side)
+    out = await run(config2, "a1", None)
+
+    assert out.status == Status.COMPLETED
+    assert out.message is not None and out.message.content == "Ticket filed: TICKET-7"
+    assert len(side.tickets()) == 1
+    assert model2.calls == 1
+    done = [r for r in store.load("a1") if r.type == "step.completed"][-2]
+    assert done.step == "tool/2/0/create_ticket"
+    assert done.data == {"content": "TICKET-7", "is_error": False}
+
+
+async def test_reconcile_retry_runs_the_write_exactly_once(store: FileStore, side: Side):
+    config = await approved_run(store, side)
+    with pytest.raises(Crash):
+        await run(crash_after(config, "create_ticket"), "a1", None)
+    signal(store, "a1", "reconcile", {"step": "tool/2/0/create_ticket", "outcome": "retry"})
+
+    out = await run(helpdesk(store, side)[0], "a1", None)
+
+    assert out.status == Status.COMPLETED
+    assert len(side.tickets()) == 2  # the human chose to run it again: once more, not twice
+    assert out.message is not None and out.message.content == "Ticket filed: TICKET-2"
+
+
+async def test_a_retry_that_crashes_again_is_indeterminate_again(store: FileStore, side: Side):
+    config = await approved_run(store, side)
+    with pytest.raises(Crash):
+        await run(crash_after(config, "create_ticket"), "a1", None)
+    signal(store, "a1", "reconcile", {"step": "tool/2/0/create_ticket", "outcome": "retry"})
+    with pytest.raises(Crash):
+        await run(crash_after(config, "create_ticket"), "a1", None)
+
+    out = await run(helpdesk(store, side)[0], "a1", None)
+
+    assert out.status == Status.INDETERMINATE
+    assert len(side.tickets()) == 2
+    # The old reconcile no longer counts, and the step may be reconciled anew.
+    signal(
+        store,
+        "a1",
+        "reconcile",
+        {"step": "tool/2/0/create_ticket", "outcome": "done", "result": "TICKET-2"},
+    )
+    assert (await run(helpdesk(store, side)[0], "a1", None)).status == Status.COMPLETED
+    assert len(side.tickets()) == 2
+
+
+async def test_a_read_that_crashed_is_rerun_and_the_model_call_before_it_is_not(
+    store: FileStore, side: Side
+):
+    config, _ = helpdesk(store, side)
+    with pytest.raises(Crash):
+        await run(crash_after(config, "lookup_policy"), "a1", INPUT)
+    assert side.count("model") == 1 and side.count("lookup") == 1
+
+    config2, model2 = helpdesk(store, side)
+    out = await run(config2, "a1", None)
+
+    assert out.status == Status.AWAITING_APPROVAL
+    assert side.count("lookup") == 2  # the read ran again
+    assert model2.calls == 1  # llm/2 only: llm/1 was replayed
+    lookups = [r for r in store.load("a1") if r.step == "tool/1/0/lookup_policy"]
+    assert [r.type for r in lookups] == ["step.started", "step.started", "step.completed"]
+
+
+async def test_journal_raises_indeterminate_for_an_unreconciled_write(store: FileStore):
+    from durableagent import Journal, Record, StepKind
+
+    store.append("j", Record.make("run.started", data={"input": []}))
+    store.append("j", Record.make("step.started", "tool/1/0/x", "tool", {"write": True}))
+    journal = Journal(store, "j", store.load("j"))
+    called = []
+
+    async def fn():
+        called.append(1)
+        return {"content": "again", "is_error": False}
+
+    with pytest.raises(IndeterminateError) as e:
+        await journal.run_step("tool/1/0/x", StepKind.TOOL, fn, write=True)
+    assert e.value.step == "tool/1/0/x"
+    assert called == []
+
+
+async def test_the_recorded_write_flag_decides_not_todays_gate(store: FileStore):
+    from durableagent import Journal, Record, StepKind
+
+    store.append("j", Record.make("run.started", data={"input": []}))
+    store.append("j", Record.make("step.started", "tool/1/0/x", "tool", {"write": False}))
+    journal = Journal(store, "j", store.load("j"))
+
+    async def fn():
+        return {"content": "read again", "is_error": False}
+
+    # It started as a read; today's gate says write: the recorded flag wins and it re-runs.
+    assert (await journal.run_step("tool/1/0/x", StepKind.TOOL, fn, write=True))["content"] == (
+        "read again"
+    )
+
+
+async def test_first_execution_returns_what_a_replay_returns(store: FileStore):
+    from durableagent import Journal, Record, StepKind
+
+    store.append("j", Record.make("run.started", data={"input": []}))
+    journal = Journal(store, "j", store.load("j"))
+
+    async def fn():
+        return {"t": (1, 2), "n": 1.5}
+
+    first = await journal.run_step("llm/1", StepKind.MODEL, fn)
+    replay = await Journal(store, "j", store.load("j")).run_step("llm/1", StepKind.MODEL, fn)
+    assert first == replay == {"t": [1, 2], "n": 1.5}
+
+
+async def test_a_step_error_is_not_recorded(store: FileStore):
+    from durableagent import Journal, Record, StepKind
+
+    store.append("j", Record.make("run.started", data={"input": []}))
+    journal = Journal(store, "j", store.load("j"))
+
+    async def boom():
+        raise RuntimeError("model overloaded")
+
+    with pytest.raises(RuntimeError):
+        await journal.run_step("llm/1", StepKind.MODEL, boom)
+    assert [r.type for r in store.load("j")] == ["run.started", "step.started"]
+    assert not journal.is_recorded("llm/1")
+
+
+async def test_reconcile_after_a_second_one_is_refused(store: FileStore, side: Side):
+    config = await approved_run(store, side)
+    with pytest.raises(Crash):
+        await run(crash_after(config, "create_ticket"), "a1", None)
+    signal(
+        store,
+        "a1",
+        "reconcile",
+        {"step": "tool/2/0/create_ticket", "outcome": "done", "result": "TICKET-1"},
+    )
+    before = store.path("a1").read_bytes()
+    with pytest.raises(SignalError, match="already reconciled"):
+        signal(store, "a1", "reconcile", {"step": "tool/2/0/create_ticket", "outcome": "retry"})
+    assert store.path("a1").read_bytes() == before

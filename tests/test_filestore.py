@@ -1,0 +1,296 @@
+"""FileStore on disk: torn tails, corruption, faults, and concurrent appends."""
+
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+import zlib
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from durableagent import (
+    CorruptJournalError,
+    DurabilityError,
+    FileStore,
+    Record,
+    StoreError,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fill(store: FileStore, run_id: str, n: int, payload: str = "x") -> list[bytes]:
+    """Append n records; return the file's lines (with newlines)."""
+    store.append(run_id, Record.make("run.started", data={"input": []}))
+    for i in range(2, n + 1):
+        store.append(run_id, Record.make("step.started", f"llm/{i}", "model", {"p": payload}))
+    return store.path(run_id).read_bytes().splitlines(keepends=True)
+
+
+def test_lines_have_the_spec_key_order_and_a_crc_over_the_rest(store: FileStore):
+    store.append("r", Record(99, "run.started", "", "", {"input": []}, 1.5))
+    line = store.path("r").read_bytes()
+    assert line.startswith(b'{"seq":1,"type":"run.started","step":"","kind":"","data":')
+    body, _, crc = line.rstrip(b"\n").rpartition(b',"crc":"')
+    assert crc[-2:] == b'"}'
+    assert crc[:-2] == b"%08x" % zlib.crc32(body + b"}")
+
+
+def test_a_line_without_crc_still_loads(store: FileStore):
+    store.path("h").write_text(
+        '{"seq":1,"type":"run.started","step":"","kind":"","data":{"input":[]},"at":0}\n'
+    )
+    assert [r.seq for r in store.load("h")] == [1]
+
+
+@pytest.mark.parametrize("payload", ["x", "é" * 40_000])  # small, and a line past the 64 KiB tail
+def test_torn_tail_at_every_byte_offset_is_ignored_then_cut(tmp_path: Path, payload: str):
+    store = FileStore(tmp_path / "runs")
+    lines = fill(store, "t", 4, payload)
+    head, last = b"".join(lines[:-1]), lines[-1]
+    offsets = (
+        range(len(last))
+        if len(last) < 2000
+        else [*range(0, 300), *range(len(last) - 300, len(last))]
+    )
+    path = store.path("t")
+    for k in offsets:
+        path.write_bytes(head + last[:k])
+        assert [r.seq for r in store.load("t")] == [1, 2, 3], k
+        stored = store.append("t", Record.make("signal", "llm/2", "", {"k": k}))
+        assert stored.seq == 4
+        data = path.read_bytes()
+        assert data.startswith(head)
+        assert [r.seq for r in store.load("t")] == [1, 2, 3, 4]
+        assert store.load("t")[-1].data == {"k": k}
+
+
+@pytest.mark.parametrize("newline", [b"", b"\n"])
+def test_nul_filled_last_line_is_a_torn_tail(store: FileStore, newline: bytes):
+    lines = fill(store, "z", 3)
+    path = store.path("z")
+    path.write_bytes(b"".join(lines[:-1]) + b"\0" * (len(lines[-1]) - 1) + newline)
+    assert [r.seq for r in store.load("z")] == [1, 2]
+    assert store.append("z", Record.make("signal", "s", "", {})).seq == 3
+    assert [r.seq for r in store.load("z")] == [1, 2, 3]
+    assert b"\0" not in path.read_bytes()
+
+
+def test_nul_block_in_the_middle_of_the_last_line_is_torn(store: FileStore):
+    lines = fill(store, "z", 3)
+    last = bytearray(lines[-1])
+    last[10:30] = b"\0" * 20
+    store.path("z").write_bytes(b"".join(lines[:-1]) + bytes(last))
+    assert [r.seq for r in store.load("z")] == [1, 2]
+    assert store.append("z", Record.make("signal", "s", "", {})).seq == 3
+
+
+@given(tail=st.binary(min_size=1, max_size=200).filter(lambda b: b"\n" not in b))
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_any_unterminated_garbage_tail_is_torn(tmp_path: Path, tail: bytes):
+    store = FileStore(tmp_path / "g")
+    path = store.path("g")
+    if not path.exists():
+        fill(store, "g", 2)
+    good = b"".join(path.read_bytes().splitlines(keepends=True)[:2])
+    path.write_bytes(good + tail)
+    assert [r.seq for r in store.load("g")] == [1, 2]
+    store.append("g", Record.make("signal", "s", "", {}))
+    assert [r.seq for r in store.load("g")] == [1, 2, 3]
+    path.write_bytes(good)
+
+
+def corrupt_variants(line: bytes) -> dict[str, bytes]:
+    body = line.rstrip(b"\n")
+    flipped = body.replace(b'"p":"x"', b'"p":"y"')  # valid JSON, crc no longer matches
+    return {
+        "crc mismatch": flipped + b"\n",
+        "not JSON": body[:20] + b"\n",
+        "empty line": b"\n",
+        "not an object": b"[1,2,3]\n",
+        "missing keys": b'{"seq":2,"type":"step.started"}\n',
+        "NUL in the middle": b"\0" * len(body) + b"\n",
+    }
+
+
+@pytest.mark.parametrize("variant", list(corrupt_variants(b'{"p":"x"}\n')))
+def test_corrupt_middle_line_raises_with_its_line_and_leaves_the_file(
+    store: FileStore, variant: str
+):
+    lines = fill(store, "c", 4)
+    lines[1] = corrupt_variants(lines[1])[variant]
+    data = b"".join(lines)
+    store.path("c").write_bytes(data)
+    with pytest.raises(CorruptJournalError) as e:
+        store.load("c")
+    assert e.value.run_id == "c" and e.value.line == 2
+    assert "line 2" in str(e.value) and "'c'" in str(e.value)
+    with pytest.raises(CorruptJournalError):
+        store.append("c", Record.make("signal", "s", "", {}), check=lambda recs: None)
+    assert store.path("c").read_bytes() == data
+
+
+def test_seq_gap_and_repeat_are_corrupt(store: FileStore):
+    lines = fill(store, "q", 4)
+    store.path("q").write_bytes(lines[0] + lines[1] + lines[3])
+    with pytest.raises(CorruptJournalError, match="seq 4 where 3 was due") as e:
+        store.load("q")
+    assert e.value.line == 3
+    store.path("q").write_bytes(lines[0] + lines[1] + lines[1] + lines[2])
+    with pytest.raises(CorruptJournalError) as e:
+        store.load("q")
+    assert e.value.line == 3
+
+
+def test_append_refuses_when_the_last_complete_line_is_corrupt(store: FileStore):
+    lines = fill(store, "l", 3)
+    lines[-1] = corrupt_variants(lines[-1])["crc mismatch"]
+    data = b"".join(lines)
+    store.path("l").write_bytes(data)
+    with pytest.raises(CorruptJournalError) as e:
+        store.append("l", Record.make("signal", "s", "", {}))
+    assert e.value.line == 3
+    assert store.path("l").read_bytes() == data
+
+
+def test_check_refusal_writes_nothing_and_creates_nothing(store: FileStore):
+    class No(Exception):
+        pass
+
+    def refuse(records: list[Record]) -> None:
+        raise No
+
+    with pytest.raises(No):
+        store.append("new", Record.make("signal", "s", "", {}), check=refuse)
+    assert not store.path("new").exists()
+    fill(store, "old", 2)
+    data = store.path("old").read_bytes()
+    with pytest.raises(No):
+        store.append("old", Record.make("signal", "s", "", {}), check=refuse)
+    assert store.path("old").read_bytes() == data
+
+
+def test_check_sees_the_current_records(store: FileStore):
+    fill(store, "c", 3)
+    seen = []
+    store.append("c", Record.make("signal", "s", "", {}), check=lambda r: seen.extend(r))
+    assert [r.seq for r in seen] == [1, 2, 3]
+
+
+def test_data_that_is_not_plain_json_is_refused_before_writing(store: FileStore):
+    fill(store, "j", 2)
+    data = store.path("j").read_bytes()
+    for bad in [float("nan"), {"s": "\ud800"}, {1, 2}]:
+        with pytest.raises(StoreError, match="not plain JSON"):
+            store.append("j", Record.make("signal", "s", "", bad))
+    assert store.path("j").read_bytes() == data
+
+
+def test_short_write_is_cut_back_and_raised(store: FileStore, monkeypatch: pytest.MonkeyPatch):
+    fill(store, "w", 3)
+    data = store.path("w").read_bytes()
+    real = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, b, off: real(fd, b[: len(b) // 2], off))
+    with pytest.raises(StoreError, match="short write"):
+        store.append("w", Record.make("signal", "s", "", {}))
+    monkeypatch.undo()
+    assert store.path("w").read_bytes() == data
+
+
+def test_failed_write_is_cut_back_and_raised(store: FileStore, monkeypatch: pytest.MonkeyPatch):
+    fill(store, "w", 3)
+    data = store.path("w").read_bytes()
+
+    real = os.pwrite
+
+    def enospc(fd, b, off):
+        real(fd, b[:5], off)  # the kernel may have taken some bytes before failing
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", enospc)
+    with pytest.raises(StoreError, match="No space left"):
+        store.append("w", Record.make("signal", "s", "", {}))
+    monkeypatch.undo()
+    assert store.path("w").read_bytes() == data
+
+
+def test_failed_fsync_raises_durability_error_once(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch
+):
+    fill(store, "f", 2)
+    calls = []
+
+    def eio(fd):
+        calls.append(fd)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", eio)
+    with pytest.raises(DurabilityError, match="do not retry"):
+        store.append("f", Record.make("signal", "s", "", {}))
+    assert len(calls) == 1  # never retried: the kernel may have dropped the data
+
+
+def test_a_symlinked_journal_is_refused(store: FileStore, tmp_path: Path):
+    target = tmp_path / "elsewhere.jsonl"
+    target.write_bytes(b"")
+    os.symlink(target, store.path("s"))
+    with pytest.raises(StoreError, match="symlink"):
+        store.load("s")
+    with pytest.raises(StoreError, match="symlink"):
+        store.append("s", Record.make("run.started", data={"input": []}))
+    assert target.read_bytes() == b""
+
+
+def test_missing_store_is_a_clear_error_when_not_creating(tmp_path: Path):
+    with pytest.raises(StoreError, match="no store at"):
+        FileStore(tmp_path / "nope", create=False)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StoreError, match="not a directory"):
+        FileStore(tmp_path / "file")
+
+
+def test_run_ids_lists_journals_only(store: FileStore):
+    fill(store, "b", 1)
+    fill(store, "a", 1)
+    (store.root / "notes.txt").write_text("")
+    (store.root / ".hidden.jsonl").write_text("")
+    assert store.run_ids() == ["a", "b"]
+
+
+def test_load_since_reads_only_new_complete_lines(store: FileStore):
+    lines = fill(store, "t", 3)
+    recs, off = store.load_since("t", 0, 1)
+    assert [r.seq for r in recs] == [1, 2, 3] and off == sum(map(len, lines))
+    with open(store.path("t"), "ab") as f:
+        f.write(b'{"seq":4,"ty')  # torn: not yet acknowledged
+    recs, off2 = store.load_since("t", off, 4)
+    assert recs == [] and off2 == off
+    store.append("t", Record.make("signal", "s", "", {}))
+    recs, off3 = store.load_since("t", off2, 4)
+    assert [r.seq for r in recs] == [4] and off3 == store.path("t").stat().st_size
+
+
+APPENDER = """
+import sys
+from durableagent import FileStore, Record
+store = FileStore(sys.argv[1])
+for i in range(int(sys.argv[3])):
+    store.append("shared", Record.make("signal", sys.argv[2], "", {"i": i}))
+"""
+
+
+def test_two_processes_appending_500_each_lose_nothing(store: FileStore):
+    procs = [
+        subprocess.Popen([sys.executable, "-c", APPENDER, str(store.root), who, "500"])
+        for who in ("p1", "p2")
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    recs = store.load("shared")
+    assert [r.seq for r in recs] == list(range(1, 1001))
+    for who in ("p1", "p2"):
+        assert [r.data["i"] for r in recs if r.step == who] == list(range(500))

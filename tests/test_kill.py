@@ -1,0 +1,68 @@
+"""The module's promise under a real kill: five worker processes, two SIGKILLs,
+three model calls in all and exactly one ticket."""
+
+from __future__ import annotations
+
+import json
+import signal as sig
+import subprocess
+import sys
+from pathlib import Path
+
+from durableagent import FileStore, Reconcile, RunStatus, signal, view_store
+from helpdesk import Side
+
+CHILD = Path(__file__).parent / "_kill_child.py"
+
+
+def worker(store: FileStore, side: Side, kill_in: str = "none") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(CHILD), str(store.root), str(side.root), kill_in],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def outcome(p: subprocess.CompletedProcess) -> dict:
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_sigkill_inside_a_read_and_a_write_across_five_workers(store: FileStore, side: Side):
+    # 1: killed inside lookup_policy (a read), after llm/1 was recorded.
+    p1 = worker(store, side, "read")
+    assert p1.returncode == -sig.SIGKILL
+    assert (side.count("model"), side.count("lookup")) == (1, 1)
+    assert view_store(store, "a1").status == RunStatus.READY
+
+    # 2: the read re-runs, llm/1 does not; the gated write waits for a human.
+    o2 = outcome(worker(store, side))
+    assert o2["status"] == "awaiting_approval"
+    assert (side.count("model"), side.count("lookup")) == (2, 2)
+    signal(store, "a1", "approve", {"marker": o2["pending"][0]["marker"]}, by="alice")
+
+    # 3: killed inside create_ticket, after the ticket exists.
+    p3 = worker(store, side, "write")
+    assert p3.returncode == -sig.SIGKILL
+    assert len(side.tickets()) == 1
+    last = store.load("a1")[-1]
+    assert (last.type, last.step) == ("step.started", "tool/2/0/create_ticket")
+
+    # 4: the next worker refuses to guess.
+    o4 = outcome(worker(store, side))
+    assert o4["status"] == "indeterminate" and o4["step"] == "tool/2/0/create_ticket"
+    assert len(side.tickets()) == 1 and side.count("model") == 2
+    ticket = json.loads(side.tickets()[0])["id"]
+    signal(
+        store, "a1", "reconcile", Reconcile("tool/2/0/create_ticket", "done", ticket), by="oncall"
+    )
+
+    # 5: the human's result is replayed as the tool's answer; only llm/3 calls the model.
+    o5 = outcome(worker(store, side))
+    assert o5["status"] == "completed"
+    assert o5["message"]["content"] == f"Ticket filed: {ticket}"
+    assert side.count("model") == 3
+    assert len(side.tickets()) == 1
+    assert side.count("lookup") == 2
+    assert view_store(store, "a1").status == RunStatus.COMPLETED

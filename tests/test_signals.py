@@ -1,0 +1,162 @@
+"""Signals are validated under the journal's lock: a refused one leaves the file byte-identical."""
+
+from __future__ import annotations
+
+import pytest
+
+from durableagent import (
+    FileStore,
+    Message,
+    PolicyGate,
+    RunStatus,
+    SignalError,
+    Status,
+    ToolCall,
+    marker_for,
+    run,
+    signal,
+    view_store,
+)
+from helpdesk import INPUT, Side, helpdesk
+
+MARK_STEP = "tool/2/0/create_ticket"
+
+
+async def waiting(store: FileStore, side: Side):
+    config, _ = helpdesk(store, side)
+    out = await run(config, "a1", INPUT)
+    return config, out.pending[0].marker
+
+
+def refused(store: FileStore, run_id: str, name: str, payload, match: str, **kw) -> None:
+    before = store.path(run_id).read_bytes()
+    with pytest.raises(SignalError, match=match) as e:
+        signal(store, run_id, name, payload, **kw)
+    assert e.value.run_id == run_id
+    assert store.path(run_id).read_bytes() == before
+
+
+async def test_every_refused_signal_leaves_the_journal_byte_identical(store: FileStore, side: Side):
+    _config, marker = await waiting(store, side)
+    other_args = marker_for(MARK_STEP, {"summary": "something else"})
+    refused(store, "a1", "launch", {}, "unknown signal 'launch'")
+    refused(store, "a1", "approve", {}, "needs a payload")
+    refused(store, "a1", "approve", "tool/2/0/create_ticket", "needs a payload")
+    refused(store, "a1", "approve", {"marker": other_args}, "no tool call with marker")
+    refused(store, "a1", "approve", {"marker": "tool/9/0/create_ticket#abc"}, "no tool call")
+    refused(store, "a1", "approve", {"marker": "tool/2/1/create_ticket#abc"}, "no tool call")
+    refused(store, "a1", "approve", {"marker": "tool/2/0/send_email#abc"}, "no tool call")
+    refused(store, "a1", "deny", {"marker": "llm/2#abc"}, "no tool call")
+    refused(
+        store, "a1", "approve", {"marker": "tool/1/0/lookup_policy#" + "0" * 12}, "no tool call"
+    )
+    lookup = marker_for("tool/1/0/lookup_policy", {"topic": "access"})
+    refused(store, "a1", "approve", {"marker": lookup}, "already has a result")
+    refused(store, "a1", "reconcile", {"step": MARK_STEP, "outcome": "maybe"}, "'done' or")
+    refused(store, "a1", "reconcile", {"step": MARK_STEP, "outcome": "done"}, "needs the result")
+    refused(store, "a1", "reconcile", {"step": MARK_STEP, "outcome": "retry"}, "never started")
+    refused(
+        store,
+        "a1",
+        "reconcile",
+        {"step": "tool/1/0/lookup_policy", "outcome": "retry"},
+        "already has a result",
+    )
+    refused(store, "a1", "reconcile", "oops", "needs a payload")
+    refused(store, "a1", "approve", {"marker": marker}, "by must be", by=5)
+
+    signal(store, "a1", "approve", {"marker": marker}, by="alice")
+    refused(store, "a1", "approve", {"marker": marker}, "already approved by alice")
+
+
+async def test_deny_records_an_error_result_and_the_run_goes_on(store: FileStore, side: Side):
+    config, marker = await waiting(store, side)
+    rec = signal(store, "a1", "deny", {"marker": marker}, by="bob", reason="use the portal")
+    assert rec.type == "signal" and rec.step == MARK_STEP
+    assert rec.data == {
+        "name": "deny",
+        "payload": {"marker": marker},
+        "by": "bob",
+        "reason": "use the portal",
+    }
+    refused(store, "a1", "approve", {"marker": marker}, "already denied by bob")
+
+    out = await run(config, "a1", None)
+
+    assert out.status == Status.COMPLETED
+    assert side.tickets() == []
+    result = [r for r in store.load("a1") if r.step == MARK_STEP and r.type == "step.completed"]
+    assert result[0].data == {"content": "denied by bob: use the portal", "is_error": True}
+    started = [r for r in store.load("a1") if r.step == MARK_STEP and r.type == "step.started"]
+    assert started[0].data == {"write": False}  # a refusal touches nothing: never indeterminate
+    assert out.message is not None and "denied by bob" in out.message.content
+
+
+async def test_deny_after_approve_wins_before_the_call_runs(store: FileStore, side: Side):
+    config, marker = await waiting(store, side)
+    signal(store, "a1", "approve", {"marker": marker})
+    signal(store, "a1", "deny", {"marker": marker}, reason="changed my mind")
+    out = await run(config, "a1", None)
+    assert out.status == Status.COMPLETED
+    assert side.tickets() == []
+
+
+async def test_signals_on_a_completed_run_are_refused(store: FileStore, side: Side):
+    config, marker = await waiting(store, side)
+    signal(store, "a1", "approve", {"marker": marker})
+    await run(config, "a1", None)
+    refused(store, "a1", "deny", {"marker": marker}, "is completed")
+    refused(store, "a1", "reconcile", {"step": MARK_STEP, "outcome": "retry"}, "is completed")
+
+
+async def test_reconcile_of_a_read_is_refused(store: FileStore, side: Side):
+    from durableagent import Record
+
+    store.append("r", Record.make("run.started", data={"input": [INPUT[0].to_dict()]}))
+    store.append(
+        "r", Record.make("step.started", "tool/1/0/lookup_policy", "tool", {"write": False})
+    )
+    refused(
+        store, "r", "reconcile", {"step": "tool/1/0/lookup_policy", "outcome": "retry"}, "is a read"
+    )
+
+
+async def test_two_pending_calls_in_one_turn_need_both_decisions(store: FileStore):
+    def model(messages):
+        if any(m.role == "tool" for m in messages):
+            return Message("assistant", "done")
+        return Message(
+            "assistant",
+            tool_calls=(
+                ToolCall("a", "create_ticket", {"summary": "one"}),
+                ToolCall("b", "send_email", {"to": "x@example.com"}),
+            ),
+        )
+
+    from durableagent import AgentConfig, Config, ScriptedModel, Tool
+
+    ran = []
+    tools = [
+        Tool(n, fn=lambda a, n=n: ran.append(n) or "ok") for n in ("create_ticket", "send_email")
+    ]
+    config = Config(
+        AgentConfig(ScriptedModel(model), tools),
+        PolicyGate(writes={"create_ticket", "send_email"}),
+        store,
+    )
+    out = await run(config, "two", [Message("user", "hi")])
+    assert [p.tool for p in out.pending] == ["create_ticket", "send_email"]
+    assert view_store(store, "two").status == RunStatus.AWAITING_APPROVAL
+
+    signal(store, "two", "approve", {"marker": out.pending[0].marker})
+    view = view_store(store, "two")
+    assert view.status == RunStatus.AWAITING_APPROVAL
+    assert [p.tool for p in view.pending] == ["send_email"]
+    again = await run(config, "two", None)
+    assert [p.tool for p in again.pending] == ["send_email"]  # nothing of the turn ran
+    assert ran == []
+
+    signal(store, "two", "approve", {"marker": out.pending[1].marker})
+    assert view_store(store, "two").status == RunStatus.READY
+    assert (await run(config, "two", None)).status == Status.COMPLETED
+    assert ran == ["create_ticket", "send_email"]

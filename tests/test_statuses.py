@@ -1,0 +1,114 @@
+"""Every RunStatus, reached by a real sequence of runs and signals."""
+
+from __future__ import annotations
+
+import pytest
+
+from durableagent import (
+    AgentConfig,
+    Config,
+    FileStore,
+    Message,
+    PolicyGate,
+    Reconcile,
+    RunStatus,
+    ScriptedModel,
+    Status,
+    run,
+    signal,
+    submit,
+    view_run,
+    view_store,
+)
+from helpdesk import INPUT, Side, helpdesk
+
+
+def status(store: FileStore, run_id: str) -> RunStatus:
+    return view_store(store, run_id).status
+
+
+async def test_the_whole_life_of_a_run(store: FileStore, side: Side):
+    submit(store, "a1", INPUT)
+    assert status(store, "a1") == RunStatus.READY
+
+    config, _ = helpdesk(store, side)
+    out = await run(config, "a1", None)
+    view = view_store(store, "a1")
+    assert view.status == RunStatus.AWAITING_APPROVAL
+    assert view.pending == out.pending and view.model_calls == 2
+    assert view.waiting_on == "approve create_ticket"
+
+    with store.lease("a1"):
+        assert status(store, "a1") == RunStatus.RUNNING
+
+    signal(store, "a1", "approve", {"marker": out.pending[0].marker})
+    assert status(store, "a1") == RunStatus.READY
+
+    def boom(args):
+        side.note("tickets", "TICKET-1")
+        raise OSError("connection reset after the ticket was filed")
+
+    from durableagent import Tool
+
+    tools = [
+        t if t.name != "create_ticket" else Tool("create_ticket", fn=boom)
+        for t in config.agent.tools
+    ]
+    broken = Config(AgentConfig(config.agent.model, tools), config.gate, store)
+    with pytest.raises(OSError):
+        await run(broken, "a1", None)
+    view = view_store(store, "a1")
+    assert view.status == RunStatus.INDETERMINATE  # before failed: a human must look
+    assert view.indeterminate is not None
+    assert view.indeterminate.name == "tool/2/0/create_ticket"
+    assert view.indeterminate.call is not None
+    assert view.indeterminate.call.arguments == {"summary": "billing dashboard access"}
+
+    signal(store, "a1", "reconcile", Reconcile("tool/2/0/create_ticket", "done", "TICKET-1"))
+    assert status(store, "a1") == RunStatus.READY
+
+    assert (await run(config, "a1", None)).status == Status.COMPLETED
+    view = view_store(store, "a1")
+    assert view.status == RunStatus.COMPLETED
+    assert view.answer is not None and view.answer.content == "Ticket filed: TICKET-1"
+    assert view.model_calls == 3
+
+
+async def test_failed_until_the_journal_moves_on(store: FileStore):
+    calls = []
+
+    def flaky(messages):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("model overloaded")
+        return Message("assistant", "fine")
+
+    config = Config(AgentConfig(ScriptedModel(flaky)), PolicyGate(), store)
+    with pytest.raises(RuntimeError):
+        await run(config, "f1", INPUT)
+    view = view_store(store, "f1")
+    assert view.status == RunStatus.FAILED
+    assert "model overloaded" in view.error and "model overloaded" in view.waiting_on
+    assert store.last_outcome("f1").seq == 2
+
+    out = await run(config, "f1", None)  # a retry: llm/1 was never recorded, so it runs again
+    assert out.status == Status.COMPLETED
+    assert status(store, "f1") == RunStatus.COMPLETED
+
+
+def test_corrupt_journal_is_a_status_not_an_exception(store: FileStore):
+    submit(store, "c1", INPUT)
+    with open(store.path("c1"), "ab") as f:
+        f.write(b"garbage\n")
+    view = view_store(store, "c1")
+    assert view.status == RunStatus.CORRUPT
+    assert view.error_line == 2 and "line 2" in view.error
+    assert view.needs_human
+
+
+def test_the_fold_is_pure_and_the_lease_wins_over_everything_but_completion(store: FileStore):
+    submit(store, "p1", INPUT)
+    records = store.load("p1")
+    assert view_run(records).status == RunStatus.READY
+    assert view_run(records, leased=True).status == RunStatus.RUNNING
+    assert view_run([]).status == RunStatus.READY
