@@ -22,7 +22,7 @@ from .errors import (
     StoreError,
 )
 from .outcome import Outcome
-from .record import LineError, Record, decode_line, encode_line
+from .record import LineError, Record, decode_line, encode_line, line_seq
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -110,13 +110,17 @@ class FileStore:
                 )
             self.root.mkdir(parents=True, exist_ok=True)
             _fsync_dir(self.root.parent)
+        self._prefix = os.path.join(self.root, "")  # str paths: pathlib costs µs per append
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.root)!r})"
 
     def path(self, run_id: str) -> Path:
         """The journal file of ``run_id`` (the id is checked first)."""
-        return self.root / f"{check_run_id(run_id)}.jsonl"
+        return Path(self._journal(run_id))
+
+    def _journal(self, run_id: str) -> str:
+        return f"{self._prefix}{check_run_id(run_id)}.jsonl"
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -132,7 +136,7 @@ class FileStore:
         """The records after byte ``offset`` (whose first seq must be ``next_seq``) and the new
         offset: a tail reader for supervisors. A file shorter than ``offset`` raises StoreError
         (it was replaced: load it again)."""
-        path = self.path(run_id)
+        path = self._journal(run_id)
         try:
             fd = os.open(path, _O_READ)
         except FileNotFoundError:
@@ -159,7 +163,7 @@ class FileStore:
         return sorted(i for i in ids if valid_run_id(i))
 
     def _read(self, run_id: str) -> bytes | None:
-        path = self.path(run_id)
+        path = self._journal(run_id)
         try:
             fd = os.open(path, _O_READ)
         except FileNotFoundError:
@@ -171,7 +175,7 @@ class FileStore:
         finally:
             os.close(fd)
 
-    def _open_error(self, path: Path, e: OSError) -> StoreError:
+    def _open_error(self, path: str | Path, e: OSError) -> StoreError:
         if e.errno == errno.ELOOP:
             return StoreError(f"{path} is a symlink; journals must be regular files")
         if e.errno == errno.ENOENT:
@@ -185,7 +189,7 @@ class FileStore:
 
         ``check(records)`` runs under the journal's exclusive lock and may raise to refuse the
         append; a refused append changes nothing (not even creating the file)."""
-        path = self.path(run_id)
+        path = self._journal(run_id)
         created = False
         try:
             fd = os.open(path, _O_WRITE)
@@ -229,7 +233,7 @@ class FileStore:
             os.close(fd)
         return Record(last + 1, record.type, record.step, record.kind, record.data, record.at)
 
-    def _write(self, path: Path, fd: int, line: bytes, at: int) -> None:
+    def _write(self, path: str, fd: int, line: bytes, at: int) -> None:
         try:
             n = os.pwrite(fd, line, at)
         except OSError as e:
@@ -241,22 +245,30 @@ class FileStore:
 
     def _last_seq(self, run_id: str, fd: int, size: int) -> tuple[int, int]:
         """(length to keep, seq of the last complete line), reading only the file's tail."""
-        chunk = 1 << 16
+        chunk = 4096
         while True:
             start = max(0, size - chunk)
             buf = _pread_all(fd, size - start, start)
-            lines, good = split_journal(buf)
-            # Past the start of the file the first piece may be cut short: need a whole line.
-            if start == 0 or len(lines) >= 2:
-                if not lines:
-                    return good, 0
-                try:
-                    rec = decode_line(lines[-1])
-                except LineError as e:
-                    lineno = _count_lines(fd, start + good)
-                    raise CorruptJournalError(run_id, lineno, str(e)) from None
-                return start + good, rec.seq
-            chunk *= 4
+            # Three newlines from the end give two whole lines: enough even when the last
+            # complete one is a NUL-filled torn tail. Before that, the first piece may be cut.
+            cut = len(buf)
+            for _ in range(3):
+                cut = buf.rfind(b"\n", 0, cut)
+                if cut < 0:
+                    break
+            if cut < 0 and start > 0:
+                chunk *= 4
+                continue
+            begin = cut + 1  # 0 when the chunk holds the whole file
+            lines, good = split_journal(buf[begin:])
+            if not lines:
+                return start + begin + good, 0
+            try:
+                seq = line_seq(lines[-1])
+            except LineError as e:
+                lineno = _count_lines(fd, start + begin + good)
+                raise CorruptJournalError(run_id, lineno, str(e)) from None
+            return start + begin + good, seq
 
     # -- leases ------------------------------------------------------------------------------
 
