@@ -41,8 +41,12 @@ N_LOAD = 100_000
 
 def bench_append(root: Path) -> None:
     store = FileStore(root / "append")
-    rec = Record.make("step.completed", "tool/1/0/lookup", "tool",
-                      {"content": "Access needs a ticket approved by IT. " * 3, "is_error": False})
+    rec = Record.make(
+        "step.completed",
+        "tool/1/0/lookup",
+        "tool",
+        {"content": "Access needs a ticket approved by IT. " * 3, "is_error": False},
+    )
     store.append("a", Record.make("run.started", data={"input": []}))
     line = encode_line(rec, 2)
     raw_path = root / "raw.jsonl"
@@ -58,21 +62,34 @@ def bench_append(root: Path) -> None:
         ours.append(time.perf_counter() - t)
     os.close(fd)
     m_ours, m_raw = statistics.median(ours), statistics.median(raw)
-    print(f"append   ours {m_ours * 1e6:8.0f} µs   raw write+fsync {m_raw * 1e6:8.0f} µs   "
-          f"ratio {m_ours / m_raw:.2f}× (≤ 1.5)   overhead {(m_ours - m_raw) * 1e6:.0f} µs (≤ 50)")
+    print(
+        f"append   ours {m_ours * 1e6:8.0f} µs   raw write+fsync {m_raw * 1e6:8.0f} µs   "
+        f"ratio {m_ours / m_raw:.2f}× (≤ 1.5)   overhead {(m_ours - m_raw) * 1e6:.0f} µs (≤ 50)"
+    )
 
 
 def bench_load(root: Path) -> None:
     store = FileStore(root / "load")
     path = store.path("big")
     with open(path, "wb") as f:
-        f.write(encode_line(Record.make("run.started", data={"input": [{"role": "user",
-                                                                          "content": "hi"}]}), 1))
+        f.write(
+            encode_line(
+                Record.make("run.started", data={"input": [{"role": "user", "content": "hi"}]}), 1
+            )
+        )
         for seq in range(2, N_LOAD + 1):
             kind = "model" if seq % 2 else "tool"
-            data = ({"role": "assistant", "content": "", "tool_calls": [
-                {"id": f"c{seq}", "name": "lookup", "arguments": {"q": "policy"}}]}
-                    if kind == "model" else {"content": "some result text", "is_error": False})
+            data = (
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {"id": f"c{seq}", "name": "lookup", "arguments": {"q": "policy"}}
+                    ],
+                }
+                if kind == "model"
+                else {"content": "some result text", "is_error": False}
+            )
             f.write(encode_line(Record.make("step.completed", f"x/{seq}", kind, data), seq))
 
     def floor() -> int:
@@ -86,8 +103,10 @@ def bench_load(root: Path) -> None:
     assert floor() == ours() == N_LOAD
     f_t = best_of(floor, 5)
     o_t = best_of(ours, 5)
-    print(f"load     ours {o_t * 1e3:8.1f} ms   read+json.loads {f_t * 1e3:8.1f} ms   "
-          f"ratio {o_t / f_t:.2f}× (≤ 1.5)   [{N_LOAD:,} records]")
+    print(
+        f"load     ours {o_t * 1e3:8.1f} ms   read+json.loads {f_t * 1e3:8.1f} ms   "
+        f"ratio {o_t / f_t:.2f}× (≤ 1.5)   [{N_LOAD:,} records]"
+    )
 
 
 def best_of(fn, n: int) -> float:
@@ -102,6 +121,7 @@ def best_of(fn, n: int) -> float:
 def turns_journal(store: FileStore, run_id: str, turns: int) -> Config:
     """A run whose `turns` tool turns are all recorded; resuming it replays them and asks the
     model once more for the answer."""
+
     def model(messages):
         n = sum(1 for m in messages if m.role == "tool")
         if n < turns:
@@ -109,9 +129,10 @@ def turns_journal(store: FileStore, run_id: str, turns: int) -> Config:
         return Message("assistant", "done")
 
     config = Config(
-        AgentConfig(ScriptedModel(model), [Tool("lookup", fn=lambda a: "r")],
-                    max_turns=turns + 5),
-        PolicyGate(), store)
+        AgentConfig(ScriptedModel(model), [Tool("lookup", fn=lambda a: "r")], max_turns=turns + 5),
+        PolicyGate(),
+        store,
+    )
     user = Message("user", "go").to_dict()
     with open(store.path(run_id), "wb") as f:
         seq = 0
@@ -125,11 +146,23 @@ def turns_journal(store: FileStore, run_id: str, turns: int) -> Config:
         for t in range(1, turns + 1):
             call = ToolCall(f"c{t - 1}", "lookup", {"n": t - 1})
             put(Record.make("step.started", f"llm/{t}", "model", {}))
-            put(Record.make("step.completed", f"llm/{t}", "model",
-                            Message("assistant", tool_calls=(call,)).to_dict()))
+            put(
+                Record.make(
+                    "step.completed",
+                    f"llm/{t}",
+                    "model",
+                    Message("assistant", tool_calls=(call,)).to_dict(),
+                )
+            )
             put(Record.make("step.started", f"tool/{t}/0/lookup", "tool", {"write": False}))
-            put(Record.make("step.completed", f"tool/{t}/0/lookup", "tool",
-                            {"content": "r", "is_error": False}))
+            put(
+                Record.make(
+                    "step.completed",
+                    f"tool/{t}/0/lookup",
+                    "tool",
+                    {"content": "r", "is_error": False},
+                )
+            )
     return config
 
 
@@ -147,8 +180,10 @@ def bench_replay(root: Path, k: int = 2000) -> None:
 
         timings[turns] = best_of(resume, 5)
     ratio = timings[2 * k] / timings[k]
-    print(f"replay   {k} turns {timings[k] * 1e3:7.1f} ms   {2 * k} turns "
-          f"{timings[2 * k] * 1e3:7.1f} ms   ratio {ratio:.2f}× (≤ 2.4)")
+    print(
+        f"replay   {k} turns {timings[k] * 1e3:7.1f} ms   {2 * k} turns "
+        f"{timings[2 * k] * 1e3:7.1f} ms   ratio {ratio:.2f}× (≤ 2.4)"
+    )
 
 
 def main() -> None:
