@@ -9,15 +9,23 @@ from pathlib import Path
 CORE = Path(__file__).resolve().parent.parent / "core" / "durableagent"
 
 
-def test_importing_durableagent_loads_no_ui_and_no_watchfiles():
+def loaded_after(module: str) -> set[str]:
+    """Top-level packages of UI and watch libraries loaded by importing ``module`` afresh."""
     code = (
-        "import sys, durableagent, durableagent.cli\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('textual', 'rich', 'watchfiles', 'durableagent_tui'))\n"
-        "print(','.join(bad))\n"
+        f"import sys, {module}\n"
+        "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'textual', 'rich', 'watchfiles', 'durableagent_tui'})))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""
+    return set(out.stdout.split())
+
+
+def test_importing_durableagent_loads_no_ui_and_no_watchfiles():
+    assert loaded_after("durableagent") == set()
+
+
+def test_the_command_line_loads_the_ui_only_when_asked():
+    assert loaded_after("durableagent.cli") <= {"watchfiles"}
 
 
 def test_only_the_worker_imports_watchfiles_and_no_core_module_imports_ui():
