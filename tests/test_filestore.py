@@ -48,7 +48,9 @@ def test_a_line_without_crc_still_loads(store: FileStore):
     assert [r.seq for r in store.load("h")] == [1]
 
 
-@pytest.mark.parametrize("payload", ["x", "é" * 40_000])  # small, and a line past the 64 KiB tail
+@pytest.mark.parametrize(
+    "payload", ["x", "é" * 40_000], ids=["short-line", "line-past-the-tail-read"]
+)
 def test_torn_tail_at_every_byte_offset_is_ignored_then_cut(tmp_path: Path, payload: str):
     store = FileStore(tmp_path / "runs")
     lines = fill(store, "t", 4, payload)
@@ -109,12 +111,12 @@ def corrupt_variants(line: bytes) -> dict[str, bytes]:
     body = line.rstrip(b"\n")
     flipped = body.replace(b'"p":"x"', b'"p":"y"')  # valid JSON, crc no longer matches
     return {
-        "crc mismatch": flipped + b"\n",
-        "not JSON": body[:20] + b"\n",
-        "empty line": b"\n",
-        "not an object": b"[1,2,3]\n",
-        "missing keys": b'{"seq":2,"type":"step.started"}\n',
-        "NUL in the middle": b"\0" * len(body) + b"\n",
+        "crc-mismatch": flipped + b"\n",
+        "not-json": body[:20] + b"\n",
+        "empty-line": b"\n",
+        "not-an-object": b"[1,2,3]\n",
+        "missing-keys": b'{"seq":2,"type":"step.started"}\n',
+        "nul-filled": b"\0" * len(body) + b"\n",
     }
 
 
@@ -149,7 +151,7 @@ def test_seq_gap_and_repeat_are_corrupt(store: FileStore):
 
 def test_append_refuses_when_the_last_complete_line_is_corrupt(store: FileStore):
     lines = fill(store, "l", 3)
-    lines[-1] = corrupt_variants(lines[-1])["crc mismatch"]
+    lines[-1] = corrupt_variants(lines[-1])["crc-mismatch"]
     data = b"".join(lines)
     store.path("l").write_bytes(data)
     with pytest.raises(CorruptJournalError) as e:
