@@ -122,7 +122,7 @@ TESTS = [
 
 
 def run_mutant(name: str, work: Path) -> list[str]:
-    pitfall, file, original, mutated = MUTANTS[name]
+    _pitfall, file, original, mutated = MUTANTS[name]
     core = work / "core"
     shutil.rmtree(core, ignore_errors=True)
     shutil.copytree(ROOT / "core", core)
