@@ -42,10 +42,10 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "s14-start-recorded-after-step": (
         "2. the start recorded after the step",
         "journal.py",
-        "        await self._append(Record.make(STEP_STARTED, name, kind, started))\n"
+        "        await self.append(Record.make(STEP_STARTED, name, kind, started))\n"
         "        value = await fn()\n",
         "        value = await fn()\n"
-        "        await self._append(Record.make(STEP_STARTED, name, kind, started))\n",
+        "        await self.append(Record.make(STEP_STARTED, name, kind, started))\n",
     ),
     "s05-torn-tail-is-corruption": (
         "3. a torn last record treated as corruption",

@@ -112,3 +112,49 @@ def test_the_fold_is_pure_and_the_lease_wins_over_everything_but_completion(stor
     assert view_run(records).status == RunStatus.READY
     assert view_run(records, leased=True).status == RunStatus.RUNNING
     assert view_run([]).status == RunStatus.READY
+
+
+def hand_written(store: FileStore, run_id: str, *lines: str) -> None:
+    """A journal written by hand (no crcs), as a human repairing a file might leave it."""
+    store.path(run_id).write_text("".join(line + "\n" for line in lines))
+
+
+START = '{"seq":1,"type":"run.started","step":"","kind":"","data":{"input":[]},"at":0}'
+
+
+def test_odd_but_valid_shapes_never_crash_the_fold(store: FileStore):
+    hand_written(
+        store,
+        "odd",
+        START,
+        '{"seq":2,"type":"signal","step":"x","kind":"","data":{"name":"approve","payload":"m",'
+        '"by":7,"reason":null},"at":1}',
+        '{"seq":3,"type":"step.completed","step":"llm/1","kind":"model","data":[1,2],"at":2}',
+        '{"seq":4,"type":"signal","step":"y","kind":"","data":{"name":"reconcile","payload":[]},'
+        '"at":3}',
+    )
+    view = view_store(store, "odd")
+    assert view.status == RunStatus.READY
+    assert len(view.records) == 4 and len(view.signals) == 2
+
+
+@pytest.mark.parametrize("typ", ["run.started", "step.started", "signal", "run.completed"])
+def test_records_other_than_results_must_carry_an_object(store: FileStore, typ: str):
+    hand_written(store, "bad", f'{{"seq":1,"type":"{typ}","step":"","kind":"","data":"x","at":0}}')
+    view = view_store(store, "bad")
+    assert view.status == RunStatus.CORRUPT
+    assert "must be an object" in view.error and view.error_line == 1
+
+
+async def test_a_final_message_that_is_not_a_message_is_corrupt_not_a_crash(store: FileStore):
+    from durableagent import CorruptJournalError
+
+    hand_written(
+        store,
+        "fin",
+        START,
+        '{"seq":2,"type":"run.completed","step":"","kind":"","data":{"message":5},"at":1}',
+    )
+    config = Config(AgentConfig(ScriptedModel([])), PolicyGate(), store)
+    with pytest.raises(CorruptJournalError, match="line 2"):
+        await run(config, "fin", None)

@@ -11,7 +11,7 @@ from typing import Any
 from .errors import IndeterminateError
 from .loop import StepFn
 from .messages import StepKind
-from .record import SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
+from .record import SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
 from .store import Store
 from .tools import Result
 
@@ -44,7 +44,7 @@ class StepIndex:
             self.started[r.step] = r
         elif r.type == STEP_COMPLETED:
             self.completed.setdefault(r.step, r)
-        elif r.type == SIGNAL and _signal_name(r) == "reconcile":
+        elif r.type == SIGNAL and signal_fields(r)[0] == "reconcile":
             self.reconciled[r.step] = r
 
     def is_write(self, step: str) -> bool:
@@ -57,8 +57,9 @@ class StepIndex:
         sig, start = self.reconciled.get(step), self.started.get(step)
         if sig is None or start is None or sig.seq < start.seq:
             return None
-        p = sig.data.get("payload") or {}
-        return Reconcile(step, str(p.get("outcome")), p.get("result"))
+        p = signal_fields(sig)[1]
+        result = p.get("result")
+        return Reconcile(step, str(p.get("outcome")), result if isinstance(result, str) else None)
 
     def indeterminate(self, step: str) -> bool:
         """A write started, has no result, and no reconcile counts for it."""
@@ -68,10 +69,6 @@ class StepIndex:
             and self.is_write(step)
             and self.reconcile_for(step) is None
         )
-
-
-def _signal_name(r: Record) -> Any:
-    return r.data.get("name") if isinstance(r.data, dict) else None
 
 
 class Journal:
@@ -101,16 +98,17 @@ class Journal:
                 raise IndeterminateError(name)
             if verdict.outcome == "done":
                 result = Result(verdict.result or "").to_dict()
-                return (await self._append(Record.make(STEP_COMPLETED, name, kind, result))).data
+                return (await self.append(Record.make(STEP_COMPLETED, name, kind, result))).data
             # "retry": run it again below; the new start makes the reconcile count no more.
         started = {"write": write} if kind == StepKind.TOOL else {}
-        await self._append(Record.make(STEP_STARTED, name, kind, started))
+        await self.append(Record.make(STEP_STARTED, name, kind, started))
         value = await fn()
         # The first execution returns what a replay would: the value passed through JSON.
         value = json.loads(json.dumps(value, allow_nan=False))
-        return (await self._append(Record.make(STEP_COMPLETED, name, kind, value))).data
+        return (await self.append(Record.make(STEP_COMPLETED, name, kind, value))).data
 
-    async def _append(self, record: Record) -> Record:
+    async def append(self, record: Record) -> Record:
+        """Append a record to the run's journal and to this view of it."""
         # fsync takes milliseconds: keep it off the event loop (a worker runs many runs on it).
         stored = await asyncio.to_thread(self.store.append, self.run_id, record)
         self.records.append(stored)

@@ -118,4 +118,21 @@ def decode_line(line: bytes) -> Record:
         raise LineError("bad step or kind")
     if type(at) is not float and type(at) is not int:
         raise LineError("bad at")
-    return Record(seq, typ, step, kind, d["data"], at)
+    data = d["data"]
+    if type(data) is not dict and typ != STEP_COMPLETED:  # a step's result may be any JSON
+        raise LineError(f"the data of a {typ} record must be an object")
+    return Record(seq, typ, step, kind, data, at)
+
+
+def signal_fields(r: Record) -> tuple[str, dict[str, Any], str | None, str | None]:
+    """A signal record's (name, payload, by, reason), tolerant of hand-edited shapes: a
+    payload that is not an object reads as {}, by and reason that are not text as None."""
+    data = r.data if isinstance(r.data, dict) else {}
+    payload = data.get("payload")
+    by, reason = data.get("by"), data.get("reason")
+    return (
+        str(data.get("name") or ""),
+        payload if isinstance(payload, dict) else {},
+        by if isinstance(by, str) else None,
+        reason if isinstance(reason, str) else None,
+    )

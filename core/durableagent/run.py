@@ -20,7 +20,7 @@ from .journal import Journal, Reconcile, StepIndex
 from .loop import AgentConfig, run_loop
 from .messages import Message, model_step
 from .outcome import Outcome, Status
-from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, Record
+from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, Record, signal_fields
 from .store import Store, check_run_id
 
 SIGNALS = ("approve", "deny", "reconcile")
@@ -68,7 +68,7 @@ async def run(config: Config, run_id: str, input: Sequence[Message] | None) -> O
             )
             if loop_out.message is not None:
                 final = Record.make(RUN_COMPLETED, data={"message": loop_out.message.to_dict()})
-                await journal._append(final)
+                await journal.append(final)
                 outcome = Outcome(Status.COMPLETED, loop_out.message, seq=journal.last_seq)
             else:
                 outcome = Outcome(
@@ -133,7 +133,10 @@ def _check_start(run_id: str, records: list[Record], given: Any) -> Outcome | No
         raise InputMismatchError(run_id)
     for r in reversed(records):
         if r.type == RUN_COMPLETED:
-            msg = Message.from_dict(r.data["message"])
+            try:
+                msg = Message.from_dict(r.data.get("message"))
+            except ValueError as e:
+                raise CorruptJournalError(run_id, r.seq, f"bad final message: {e}") from None
             return Outcome(Status.COMPLETED, msg, seq=records[-1].seq)
     return None
 
@@ -152,14 +155,12 @@ def _decisions(records: list[Record]) -> tuple[set[str], dict[str, str]]:
     for r in records:
         if r.type != SIGNAL:
             continue
-        name, payload = r.data.get("name"), r.data.get("payload") or {}
+        name, payload, by, why = signal_fields(r)
         marker = str(payload.get("marker"))
         if name == "approve":
             approved.add(marker)
         elif name == "deny":
-            who = r.data.get("by") or "a human"
-            why = r.data.get("reason")
-            denied[marker] = f"denied by {who}" + (f": {why}" if why else "")
+            denied[marker] = f"denied by {by or 'a human'}" + (f": {why}" if why else "")
     return approved, denied
 
 
@@ -276,16 +277,16 @@ def _check_decision(
             f"tool call {step!r} already started; if it is stuck, reconcile it instead",
         )
     for r in records:
-        if r.type == SIGNAL and r.data.get("payload", {}).get("marker") == marker:
-            earlier = r.data.get("name")
-            if earlier == "deny" or earlier == name:
-                by = r.data.get("by")
-                raise SignalError(
-                    run_id,
-                    f"tool call {step!r} was already {_PAST[earlier]}"
-                    + (f" by {by}" if by else "")
-                    + "; nothing to change",
-                )
+        if r.type != SIGNAL:
+            continue
+        earlier, payload, by, _ = signal_fields(r)
+        if payload.get("marker") == marker and earlier in (name, "deny"):
+            raise SignalError(
+                run_id,
+                f"tool call {step!r} was already {_PAST[earlier]}"
+                + (f" by {by}" if by else "")
+                + "; nothing to change",
+            )
 
 
 def _requested_call(records: list[Record], step: str) -> dict[str, Any] | None:

@@ -12,7 +12,15 @@ from .gate import Pending
 from .journal import StepIndex
 from .messages import Message, ToolCall
 from .outcome import Outcome, Status
-from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
+from .record import (
+    RUN_COMPLETED,
+    RUN_STARTED,
+    SIGNAL,
+    STEP_COMPLETED,
+    STEP_STARTED,
+    Record,
+    signal_fields,
+)
 from .store import Store, check_run_id
 
 
@@ -130,12 +138,16 @@ def view_run(
                     _note_calls(r, calls)
         elif t == SIGNAL:
             signals.append(r)
-            if r.data.get("name") in ("approve", "deny"):
-                decided.add(str((r.data.get("payload") or {}).get("marker")))
+            name, payload, _, _ = signal_fields(r)
+            if name in ("approve", "deny"):
+                decided.add(str(payload.get("marker")))
         elif t == RUN_COMPLETED:
             completed = _message(r.data.get("message"))
         elif t == RUN_STARTED:
-            run_input = tuple(m for m in map(_message, r.data.get("input") or ()) if m)
+            given = r.data.get("input")
+            run_input = (
+                tuple(m for m in map(_message, given) if m) if isinstance(given, list) else ()
+            )
 
     step_views = tuple(
         StepView(
