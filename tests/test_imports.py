@@ -24,8 +24,8 @@ def test_importing_durableagent_loads_no_ui_and_no_watchfiles():
     assert loaded_after("durableagent") == set()
 
 
-def test_the_command_line_loads_the_ui_only_when_asked():
-    assert loaded_after("durableagent.cli") <= {"watchfiles"}
+def test_the_command_line_loads_the_ui_and_the_watch_only_when_asked():
+    assert loaded_after("durableagent.cli") == set()
 
 
 def test_only_the_worker_imports_watchfiles_and_no_core_module_imports_ui():

@@ -48,6 +48,7 @@ def test_a_lease_held_by_another_process_excludes_and_dies_with_it(store: FileSt
     finally:
         child.send_signal(sig.SIGKILL)
         child.wait()
+        child.stdout.close()
     assert not store.is_leased("r1")  # the kernel dropped the flock with the process
     with store.lease("r1"):
         assert store.is_leased("r1")
