@@ -33,8 +33,20 @@ from .view import NEEDS_HUMAN, RunStatus, RunView, StepView, view_run, view_stor
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    # The worker needs watchfiles; load it only when asked for, so that the library (and the
+    # CLI's read commands) start without it.
+    if name in ("Agent", "Worker"):
+        from . import worker
+
+        return getattr(worker, name)
+    raise AttributeError(f"module 'durableagent' has no attribute {name!r}")
+
+
 __all__ = [
     "NEEDS_HUMAN",
+    "Agent",
     "AgentConfig",
     "Config",
     "CorruptJournalError",
@@ -70,6 +82,7 @@ __all__ = [
     "StoreError",
     "Tool",
     "ToolCall",
+    "Worker",
     "check_run_id",
     "marker_for",
     "marker_step",
