@@ -1,0 +1,352 @@
+"""The demo helpdesk agent and a store with runs in every state (``agentrun demo``).
+
+The model is a :class:`ScriptedModel` driven by a function of the conversation, so a replayed
+run (which skips recorded model calls) gets the same next reply. Its tools act on a tiny
+ticket system kept as JSON files in ``<store>/.demo/``: a human reconciling an indeterminate
+``create_ticket`` can open ``tickets.json`` and see whether the ticket exists.
+
+Runs the demo store holds (``build_demo_store``):
+
+- ``billing-access``: completed (a ticket approved and filed).
+- ``admin-rights``: completed after a human denied the ticket.
+- ``laptop-broken``: awaiting approval of two calls made in one turn (ticket and email).
+- ``shared-drive``: awaiting approval of one ticket.
+- ``crm-access``: indeterminate: a child process was SIGKILLed inside ``create_ticket`` after
+  the ticket was filed and before its result was recorded.
+- ``vpn-access``: failed three times (the policy service is down: delete
+  ``.demo/policy-service-down``, then ``agentrun retry vpn-access``).
+- ``password-reset``: ready (submitted, never run).
+- ``access-audit``: ready and slow (about a second per step), so a worker visibly replays it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import StoreError
+from .gate import PolicyGate
+from .loop import AgentConfig
+from .messages import Message, ToolCall
+from .model import ScriptedModel
+from .outcome import Status
+from .run import Config, run, submit
+from .run import signal as send_signal
+from .store import FileStore
+from .tools import Result, Tool
+from .view import view_store
+from .worker import Agent, note_failure
+
+DEMO_DIR = ".demo"
+PACE = 1.0  # seconds per step of the slow run
+SERVICE_DOWN = "policy-service-down"
+REQUESTER = "alex@example.com"
+
+POLICIES = {
+    "billing": "Billing dashboard access needs a ticket approved by the finance lead.",
+    "crm": "CRM access needs a ticket; sales operations grants it within a day.",
+    "vpn": "VPN access is automatic for staff; connection problems need a ticket.",
+    "hardware": "Broken hardware is replaced through a ticket; tell the manager by email.",
+    "admin": "Production admin rights need a change request, never a helpdesk ticket.",
+    "access": "Access to shared resources needs a ticket approved by the resource owner.",
+}
+
+SYSTEM = "You are a helpdesk agent. Look up the policy, then act on it."
+
+
+def _topic(text: str) -> str:
+    text = text.lower()
+    for word, topic in (
+        ("billing", "billing"),
+        ("crm", "crm"),
+        ("vpn", "vpn"),
+        ("laptop", "hardware"),
+        ("admin", "admin"),
+    ):
+        if word in text:
+            return topic
+    return "access"
+
+
+def _request(messages: Sequence[Message]) -> str:
+    return next((m.content for m in messages if m.role == "user"), "")
+
+
+def _is_audit(messages: Sequence[Message]) -> bool:
+    return "audit" in _request(messages).lower()
+
+
+AUDIT_TOPICS = ("audit:billing", "audit:vpn", "audit:crm")
+
+
+def reply(messages: Sequence[Message]) -> Message:
+    """The demo model: what to do next, from the conversation alone."""
+    request = _request(messages)
+    results = [m for m in messages if m.role == "tool"]
+    if _is_audit(messages):
+        if len(results) < len(AUDIT_TOPICS):
+            topic = AUDIT_TOPICS[len(results)]
+            call = ToolCall(f"audit-{len(results)}", "lookup_policy", {"topic": topic})
+            return Message("assistant", tool_calls=(call,))
+        lines = "; ".join(r.content for r in results)
+        return Message("assistant", f"Audit done. {lines}")
+    if not results:
+        call = ToolCall("c1", "lookup_policy", {"topic": _topic(request)})
+        return Message("assistant", tool_calls=(call,))
+    if len(results) == 1:
+        calls = [
+            ToolCall("c2", "create_ticket", {"summary": request[:80], "requester": REQUESTER}),
+        ]
+        if "email" in request.lower():
+            body = f"Your report was received: {request[:80]}"
+            calls.append(
+                ToolCall(
+                    "c3",
+                    "send_email",
+                    {"to": "manager@example.com", "subject": "Helpdesk request", "body": body},
+                )
+            )
+        return Message("assistant", tool_calls=tuple(calls))
+    outcomes = [r.content for r in results[1:]]
+    if any(o.startswith("denied") for o in outcomes):
+        return Message("assistant", f"I could not file your request: {outcomes[0]}.")
+    return Message("assistant", "Done: " + "; ".join(outcomes) + ".")
+
+
+class DemoModel:
+    """The scripted demo model, paced: the audit run takes ``pace`` seconds per model call so
+    that its records arrive visibly."""
+
+    def __init__(self, pace: float = PACE) -> None:
+        self.pace = pace
+        self.scripted = ScriptedModel(reply)
+
+    async def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
+        if self.pace and _is_audit(messages):
+            await asyncio.sleep(self.pace)
+        return await self.scripted.complete(messages, tools)
+
+
+# -- the ticket system ----------------------------------------------------------------------
+
+
+def demo_dir(root: Path) -> Path:
+    """Where the demo's ticket system lives inside the store."""
+    return Path(root) / DEMO_DIR
+
+
+def read_list(root: Path, name: str) -> list[dict[str, Any]]:
+    """The demo's ``tickets`` or ``outbox`` list."""
+    try:
+        data = json.loads((demo_dir(root) / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return data if isinstance(data, list) else []
+
+
+def _add_item(root: Path, name: str, make: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+    """Append ``make(n)`` (n: the next number) to a list file, durably, under a lock: several
+    runs and processes file tickets at once."""
+    folder = demo_dir(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        items = read_list(root, name)
+        item = make(len(items) + 1)
+        items.append(item)
+        path = folder / f"{name}.json"
+        tmp = folder / f".{name}.json.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(items, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        os.close(lock)
+    return item
+
+
+def demo_tools(root: Path, *, pace: float = PACE, crash_in_create: bool = False) -> list[Tool]:
+    """lookup_policy (read), create_ticket and send_email (writes) on the store's ticket
+    system. ``crash_in_create`` SIGKILLs the process right after a ticket is filed."""
+    root = Path(root)
+
+    def lookup_policy(args: dict[str, Any]) -> str:
+        topic = str(args.get("topic", "access"))
+        if topic.startswith("audit:"):
+            time.sleep(pace)  # a sync tool runs in a thread: sleeping stalls nothing
+            return f"{topic[6:]}: {POLICIES.get(topic[6:], POLICIES['access'])}"
+        if topic == "vpn" and (demo_dir(root) / SERVICE_DOWN).exists():
+            raise ConnectionError(
+                "policy service unreachable (the demo's .demo/policy-service-down file exists)"
+            )
+        return POLICIES.get(topic, POLICIES["access"])
+
+    def create_ticket(args: dict[str, Any]) -> Result:
+        ticket = _add_item(
+            root,
+            "tickets",
+            lambda n: {
+                "id": f"TICKET-{n}",
+                "summary": str(args.get("summary", "")),
+                "requester": str(args.get("requester", "")),
+            },
+        )
+        if crash_in_create:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return Result(ticket["id"])
+
+    def send_email(args: dict[str, Any]) -> Result:
+        mail = _add_item(
+            root,
+            "outbox",
+            lambda n: {"id": f"MAIL-{n}", **{k: str(v) for k, v in args.items()}},
+        )
+        return Result(f"email {mail['id']} sent to {args.get('to', '?')}")
+
+    obj = {"type": "object"}
+    return [
+        Tool("lookup_policy", "Look up the helpdesk policy on a topic", obj, lookup_policy),
+        Tool("create_ticket", "File a ticket in the ticket system", obj, create_ticket),
+        Tool("send_email", "Send an email", obj, send_email),
+    ]
+
+
+def demo_agent(
+    root: str | os.PathLike[str], *, pace: float = PACE, crash_in_create: bool = False
+) -> Agent:
+    """The demo helpdesk agent working on the ticket system of the store at ``root``."""
+    root = Path(root)
+    config = AgentConfig(
+        model=DemoModel(pace),
+        tools=demo_tools(root, pace=pace, crash_in_create=crash_in_create),
+        system=SYSTEM,
+    )
+    return Agent(config, PolicyGate(writes={"create_ticket", "send_email"}))
+
+
+# -- the store ------------------------------------------------------------------------------
+
+RUNS = {
+    "billing-access": "I need access to the billing dashboard.",
+    "admin-rights": "Please give me admin rights on the production database.",
+    "laptop-broken": "My laptop screen is cracked: please order a new one and email my manager.",
+    "shared-drive": "I need access to the finance shared drive.",
+    "crm-access": "I need access to the CRM.",
+    "vpn-access": "I cannot connect to the VPN from home.",
+    "password-reset": "I forgot my password for the HR portal.",
+    "access-audit": "Please audit my access rights across billing, VPN and CRM.",
+}
+
+
+def is_demo_store(root: Path) -> bool:
+    """True when ``root`` holds a store built by :func:`build_demo_store`."""
+    return (demo_dir(root) / "README").is_file()
+
+
+def build_demo_store(root: Path) -> None:
+    """Build the demo store into ``root``, which must be new or empty. Takes a second or so:
+    the indeterminate run is made by really killing a child process inside create_ticket."""
+    root = Path(root)
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise StoreError(f"{root} is not empty: build the demo store into a new directory")
+    store = FileStore(root)
+    folder = demo_dir(root)
+    folder.mkdir()
+    (folder / "README").write_text(
+        "The demo helpdesk's ticket system: tickets.json and outbox.json.\n"
+        f"While {SERVICE_DOWN} exists, policy lookups about the VPN fail.\n"
+    )
+    for name in ("tickets", "outbox"):
+        (folder / f"{name}.json").write_text("[]\n")
+    (folder / SERVICE_DOWN).write_text("delete this file to bring the policy service back\n")
+    asyncio.run(_build(store))
+
+
+async def _build(store: FileStore) -> None:
+    agent = demo_agent(store.root, pace=0)
+    config = Config(agent.config, agent.gate, store)
+
+    def start(run_id: str) -> list[Message]:
+        return [Message("user", RUNS[run_id])]
+
+    async def until_pending(run_id: str) -> list[str]:
+        outcome = await run(config, run_id, start(run_id))
+        assert outcome.status == Status.AWAITING_APPROVAL, outcome
+        return [p.marker for p in outcome.pending]
+
+    for marker in await until_pending("billing-access"):
+        send_signal(store, "billing-access", "approve", {"marker": marker}, by="demo")
+    await run(config, "billing-access", None)
+
+    for marker in await until_pending("admin-rights"):
+        send_signal(
+            store,
+            "admin-rights",
+            "deny",
+            {"marker": marker},
+            by="demo",
+            reason="production admin rights need a change request",
+        )
+    await run(config, "admin-rights", None)
+
+    await until_pending("laptop-broken")
+    await until_pending("shared-drive")
+
+    for marker in await until_pending("crm-access"):
+        send_signal(store, "crm-access", "approve", {"marker": marker}, by="demo")
+    await asyncio.to_thread(_crash_in_child, store.root, "crm-access")
+
+    submit(store, "vpn-access", start("vpn-access"))
+    for _ in range(3):  # a worker's whole budget, so the demo's worker leaves it failed
+        try:
+            await run(config, "vpn-access", None)
+        except ConnectionError as e:
+            note_failure(store, "vpn-access", e)
+
+    submit(store, "password-reset", start("password-reset"))
+    submit(store, "access-audit", start("access-audit"))
+
+    for run_id in ("crm-access", "vpn-access"):
+        status = view_store(store, run_id).status
+        if status not in ("indeterminate", "failed"):
+            raise StoreError(f"demo: run {run_id} ended {status}; the demo store is incomplete")
+
+
+def _crash_in_child(root: Path, run_id: str) -> None:
+    """Resume ``run_id`` in a child process that SIGKILLs itself inside create_ticket."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "durableagent.demo", "--crash-run", str(root), run_id],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if proc.returncode != -signal.SIGKILL:
+        raise StoreError(
+            f"demo: the child meant to die inside create_ticket exited {proc.returncode}: "
+            f"{proc.stderr.strip()[-500:]}"
+        )
+
+
+def _crash_child(root: Path, run_id: str) -> None:
+    agent = demo_agent(root, pace=0, crash_in_create=True)
+    asyncio.run(run(Config(agent.config, agent.gate, FileStore(root)), run_id, None))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--crash-run":
+        _crash_child(Path(sys.argv[2]), sys.argv[3])
+    else:
+        print("usage: python -m durableagent.demo --crash-run STORE RUN", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,463 @@
+"""The worker: resumes every ready run of a store, retries failed ones with bounded backoff.
+
+A worker watches the store directory (watchfiles) so that a submitted run or a signal is picked
+up within a fraction of a second, and rescans periodically as a safety net for missed events.
+Every resume goes through :func:`durableagent.run`, which holds the run's lease: several workers
+(in one process or many) never execute the same run at once, and a busy run is simply skipped.
+
+Failed attempts are counted in ``<store>/.worker/<run_id>.json`` so that every worker process on
+the store shares one budget of ``max_attempts``. The count starts again from zero when a human
+acts on the run (a new signal) and is removed by ``agentrun retry RUN`` (:func:`reset_attempts`);
+either makes an exhausted failed run eligible again without a new record type in the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import watchfiles
+
+from .errors import RunBusyError
+from .gate import PolicyGate
+from .loop import AgentConfig
+from .outcome import Outcome
+from .record import STEP_STARTED, Record
+from .run import Config, run
+from .store import Check, FileStore, valid_run_id
+from .view import RunStatus, RunView, view_store
+
+log = logging.getLogger("durableagent.worker")
+
+ATTEMPTS_DIR = ".worker"
+
+
+@dataclass(frozen=True)
+class Agent:
+    """What a worker runs: the agent (model, tools, prompt) and the gate deciding its writes."""
+
+    config: AgentConfig
+    gate: PolicyGate
+
+
+def backoff_delay(failures: int, base: float, cap: float) -> float:
+    """Seconds to wait before the next attempt after ``failures`` failed ones (1, 2, 3, ...):
+    ``base``, ``2*base``, ``4*base``, ... never more than ``cap``."""
+    if failures <= 0:
+        return 0.0
+    return float(min(cap, base * 2 ** (failures - 1)))
+
+
+# -- the shared failure count ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Attempts:
+    """Failed attempts of one run since a human last acted on it (``signals`` is the number of
+    signal records when the count was made; a new signal makes the count stale)."""
+
+    failures: int
+    signals: int
+    at: float
+    error: str = ""
+
+
+def _attempts_path(root: Path, run_id: str) -> Path:
+    return root / ATTEMPTS_DIR / f"{run_id}.json"
+
+
+def read_attempts(root: Path, run_id: str) -> Attempts | None:
+    """The recorded failure count of ``run_id``, or None when there is none (or it is unreadable:
+    the count is advisory, a lost one only means a few more retries)."""
+    try:
+        d = json.loads(_attempts_path(root, run_id).read_bytes())
+        return Attempts(int(d["failures"]), int(d["signals"]), float(d["at"]), str(d["error"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_attempts(root: Path, run_id: str, attempts: Attempts) -> None:
+    path = _attempts_path(root, run_id)
+    path.parent.mkdir(exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(attempts.__dict__))
+    os.replace(tmp, path)
+
+
+def reset_attempts(root: Path, run_id: str) -> bool:
+    """Forget the failures of ``run_id`` so workers retry it (``agentrun retry``). True when
+    there was a count to forget."""
+    try:
+        _attempts_path(root, run_id).unlink()
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def note_failure(store: FileStore, run_id: str, error: BaseException) -> int:
+    """Count one more failed attempt of ``run_id`` (shared by every worker on the store) and
+    return the count."""
+    view = view_store(store, run_id)
+    failures = _failures_now(read_attempts(store.root, run_id), view) + 1
+    text = f"{type(error).__name__}: {error}"
+    _write_attempts(store.root, run_id, Attempts(failures, len(view.signals), time.time(), text))
+    return failures
+
+
+def _failures_now(attempts: Attempts | None, view: RunView) -> int:
+    """Failures that still count: none once a human has signalled since they were counted."""
+    if attempts is None or attempts.signals != len(view.signals):
+        return 0
+    return attempts.failures
+
+
+# -- stopping at a step boundary ------------------------------------------------------------
+
+
+class _Stopping(BaseException):
+    """Raised instead of recording a new step.started once the worker is stopping.
+
+    A BaseException on purpose: run() saves a failed outcome for any Exception, but a run that
+    stopped between two steps has not failed; it is ready and resumes on the next start."""
+
+
+class _StoppableStore:
+    """The store as one run of this worker sees it: once ``stopping`` is set no new step may
+    start (its step.started is refused before it reaches the disk), while steps already in
+    flight still record their results."""
+
+    def __init__(self, store: FileStore, stopping: Callable[[], bool]) -> None:
+        self._store = store
+        self._stopping = stopping
+
+    def load(self, run_id: str) -> list[Record]:
+        return self._store.load(run_id)
+
+    def append(self, run_id: str, record: Record, *, check: Check | None = None) -> Record:
+        if record.type == STEP_STARTED and self._stopping():
+            raise _Stopping
+        return self._store.append(run_id, record, check=check)
+
+    def run_ids(self) -> list[str]:
+        return self._store.run_ids()
+
+    def lease(self, run_id: str) -> AbstractContextManager[None]:
+        return self._store.lease(run_id)
+
+    def is_leased(self, run_id: str) -> bool:
+        return self._store.is_leased(run_id)
+
+    def save_outcome(self, run_id: str, outcome: Outcome) -> None:
+        self._store.save_outcome(run_id, outcome)
+
+    def last_outcome(self, run_id: str) -> Outcome | None:
+        return self._store.last_outcome(run_id)
+
+
+# -- the worker -----------------------------------------------------------------------------
+
+
+class Worker:
+    """Resumes the ``ready`` runs of ``store`` with ``agent`` and retries ``failed`` ones.
+
+    ``concurrency`` runs execute at once. A failed run is retried after
+    ``backoff * 2**(failures-1)`` seconds (at most ``max_backoff``) until it has failed
+    ``max_attempts`` times; then it stays failed until a human signals it or runs
+    ``agentrun retry RUN``. ``debounce`` and ``step`` (ms) tune the watch; ``rescan`` (s) is the
+    safety-net full scan; ``grace`` (s) is how long in-flight steps may take to finish and
+    record once ``stop`` is set.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        store: FileStore,
+        *,
+        concurrency: int = 4,
+        max_attempts: int = 3,
+        backoff: float = 1.0,
+        max_backoff: float = 60.0,
+        grace: float = 10.0,
+        rescan: float = 5.0,
+        debounce: int = 200,
+        step: int = 10,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        if backoff < 0 or max_backoff < 0 or grace < 0 or rescan <= 0:
+            raise ValueError("backoff, max_backoff and grace must be >= 0, rescan > 0")
+        self.agent = agent
+        self.store = store
+        self.concurrency = concurrency
+        self.max_attempts = max_attempts
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.grace = grace
+        self.rescan = rescan
+        self.debounce = debounce
+        self.step = step
+        self._guarded = _StoppableStore(store, lambda: self._stopping)
+        self._stopping = False
+        self._running: dict[str, asyncio.Task[None]] = {}
+        self._dirty: set[str] = set()
+        self._scan_all = True
+        self._wake = asyncio.Event()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._gave_up: set[str] = set()
+        self._backlog: set[str] = set()
+
+    # -- public --------------------------------------------------------------------------
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        """Run until ``stop`` is set, then stop gracefully: no new run or step starts, steps in
+        flight get ``grace`` seconds to record their results, the rest are cancelled."""
+        self._stopping = False
+        self._wake = asyncio.Event()
+        self._scan_all = True
+        self._wake.set()
+        watch = asyncio.create_task(self._watch(stop))
+        rescan = asyncio.create_task(self._rescan_periodically(stop))
+        stopped = asyncio.create_task(stop.wait())
+        try:
+            while not stop.is_set():
+                woken = asyncio.create_task(self._wake.wait())
+                await asyncio.wait([stopped, woken], return_when=asyncio.FIRST_COMPLETED)
+                woken.cancel()
+                if stop.is_set():
+                    break
+                self._wake.clear()
+                try:
+                    await self._dispatch()
+                except Exception as e:  # a store hiccup must not end the worker
+                    log.warning("looking at %s failed (%s); next look soon", self.store.root, e)
+        finally:
+            self._stopping = True
+            for handle in self._timers.values():
+                handle.cancel()
+            self._timers.clear()
+            await self._drain()
+            for t in (watch, rescan, stopped):
+                t.cancel()
+            await asyncio.gather(watch, rescan, stopped, return_exceptions=True)
+
+    def poke(self, run_id: str | None = None) -> None:
+        """Look at ``run_id`` (or every run) again soon."""
+        if run_id is None:
+            self._scan_all = True
+        else:
+            self._dirty.add(run_id)
+        self._wake.set()
+
+    # -- finding work --------------------------------------------------------------------
+
+    async def _watch(self, stop: asyncio.Event) -> None:
+        root = self.store.root.resolve()
+
+        def relevant(change: watchfiles.Change, path: str) -> bool:
+            return _run_id_of(root, path) is not None
+
+        try:
+            async for changes in watchfiles.awatch(
+                root,
+                watch_filter=relevant,
+                debounce=self.debounce,
+                step=self.step,
+                stop_event=stop,
+                rust_timeout=500,
+            ):
+                for _, path in changes:
+                    run_id = _run_id_of(root, path)
+                    if run_id is not None:
+                        self._dirty.add(run_id)
+                self._wake.set()
+        except Exception as e:  # the rescan keeps the worker correct without the watch
+            log.warning("watching %s failed (%s); relying on the periodic rescan", root, e)
+
+    async def _rescan_periodically(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await asyncio.sleep(self.rescan)
+            self.poke()
+
+    async def _dispatch(self) -> None:
+        if self._scan_all:
+            self._scan_all = False
+            self._dirty.clear()
+            ids = await asyncio.to_thread(self.store.run_ids)
+        else:
+            ids = sorted(self._dirty)
+            self._dirty.clear()
+        ids = [i for i in ids if i not in self._running]
+        if not ids:
+            return
+        looks = await asyncio.to_thread(self._look, ids)
+        for run_id, view, attempts in looks:
+            self._consider(run_id, view, attempts)
+
+    def _look(self, ids: list[str]) -> list[tuple[str, RunView, Attempts | None]]:
+        root = self.store.root
+        return [(i, view_store(self.store, i), read_attempts(root, i)) for i in ids]
+
+    def _consider(self, run_id: str, view: RunView, attempts: Attempts | None) -> None:
+        if self._stopping or run_id in self._running:
+            return
+        if view.status not in (RunStatus.READY, RunStatus.FAILED):
+            self._gave_up.discard(run_id)
+            return
+        failures = _failures_now(attempts, view)
+        if failures >= self.max_attempts:
+            if run_id not in self._gave_up:
+                self._gave_up.add(run_id)
+                log.warning(
+                    "run %s failed %d times; leaving it failed (fix the cause, then "
+                    "'agentrun retry %s')",
+                    run_id,
+                    failures,
+                    run_id,
+                )
+            return
+        self._gave_up.discard(run_id)
+        if failures and attempts is not None:
+            due = attempts.at + backoff_delay(failures, self.backoff, self.max_backoff)
+            wait = due - time.time()
+            if wait > 0:
+                if run_id not in self._timers:
+                    self._timers[run_id] = asyncio.get_running_loop().call_later(
+                        wait, self._due, run_id
+                    )
+                return
+        if len(self._running) >= self.concurrency:
+            self._backlog.add(run_id)  # looked at again when a slot frees
+            return
+        self._backlog.discard(run_id)
+        timer = self._timers.pop(run_id, None)
+        if timer is not None:
+            timer.cancel()
+        self._running[run_id] = asyncio.create_task(self._execute(run_id))
+
+    def _due(self, run_id: str) -> None:
+        self._timers.pop(run_id, None)
+        self.poke(run_id)
+
+    # -- executing -----------------------------------------------------------------------
+
+    async def _execute(self, run_id: str) -> None:
+        config = Config(self.agent.config, self.agent.gate, self._guarded)
+        try:
+            outcome = await run(config, run_id, None)
+        except RunBusyError:
+            log.debug("run %s is busy elsewhere; skipped", run_id)
+        except _Stopping:
+            log.info("run %s stopped between steps for shutdown; it resumes later", run_id)
+        except asyncio.CancelledError:
+            log.warning("run %s cancelled after the grace period", run_id)
+            raise
+        except Exception as e:
+            await asyncio.to_thread(self._count_failure, run_id, e)
+        else:
+            log.info("run %s: %s", run_id, outcome.status)
+            await asyncio.to_thread(reset_attempts, self.store.root, run_id)
+        finally:
+            self._running.pop(run_id, None)
+            # The run may be ready again (a signal arrived meanwhile), and a slot is free.
+            self._dirty.add(run_id)
+            self._dirty |= self._backlog
+            self._backlog.clear()
+            self._wake.set()
+
+    def _count_failure(self, run_id: str, error: BaseException) -> None:
+        failures = note_failure(self.store, run_id, error)
+        text = f"{type(error).__name__}: {error}"
+        if failures < self.max_attempts:
+            delay = backoff_delay(failures, self.backoff, self.max_backoff)
+            log.warning("run %s failed (%s); retry in %.1fs", run_id, text, delay)
+        else:
+            log.warning(
+                "run %s failed (%s); that was attempt %d of %d", run_id, text, failures, failures
+            )
+
+    async def _drain(self) -> None:
+        tasks = list(self._running.values())
+        if not tasks:
+            return
+        _, late = await asyncio.wait(tasks, timeout=self.grace)
+        for t in late:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class WorkerThread:
+    """A worker serving on its own event loop in a background thread (for ``agentrun demo``,
+    where the main thread runs the TUI). ``stop()`` shuts it down gracefully and joins it."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self._loop = asyncio.new_event_loop()
+        self._stop_event: asyncio.Event | None = None
+        self._started = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="agentrun-worker", daemon=True)
+
+    def _main(self) -> None:
+        async def serve() -> None:
+            self._stop_event = asyncio.Event()
+            self._started.set()
+            await self.worker.serve(self._stop_event)
+
+        try:
+            self._loop.run_until_complete(serve())
+        finally:
+            self._started.set()
+            self._loop.close()
+
+    def start(self) -> WorkerThread:
+        """Start serving; returns once the worker's loop is running."""
+        self._thread.start()
+        self._started.wait()
+        return self
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Ask the worker to stop and wait for it (``timeout`` seconds at most: by default its
+        grace period and a little more). True when it has stopped."""
+        stop_event = self._stop_event
+        if stop_event is not None and self._thread.is_alive():
+            with suppress(RuntimeError):  # the loop may have closed in between
+                self._loop.call_soon_threadsafe(stop_event.set)
+        self._thread.join(self.worker.grace + 5 if timeout is None else timeout)
+        return not self._thread.is_alive()
+
+
+def _run_id_of(root: Path, path: str) -> str | None:
+    """The run a changed file belongs to: its journal, outcome, lease or failure count."""
+    p = Path(path)
+    parent = p.parent
+    name = p.name
+    if parent == root:
+        run_id = name[: -len(".jsonl")] if name.endswith(".jsonl") else None
+    elif parent.parent == root and parent.name in (".outcomes", ".leases", ATTEMPTS_DIR):
+        if name.startswith("."):  # a temp file of an atomic write; its rename follows
+            return None
+        run_id = name.rpartition(".")[0]
+    else:
+        return None
+    return run_id if run_id is not None and valid_run_id(run_id) else None
+
+
+__all__ = [
+    "Agent",
+    "Attempts",
+    "Worker",
+    "WorkerThread",
+    "backoff_delay",
+    "note_failure",
+    "read_attempts",
+    "reset_attempts",
+]

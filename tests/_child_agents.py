@@ -1,0 +1,85 @@
+"""Agents for worker processes started by the tests (``agentrun worker --agent
+_child_agents:NAME``). Each takes the store's path and counts its side effects in files under
+``<store>/.side/``, one fsynced line per effect, so the counts survive the process."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from durableagent import Agent, AgentConfig, Message, PolicyGate, ScriptedModel, Tool, ToolCall
+
+
+def note(root: Path, what: str, line: str) -> None:
+    """One side effect: a line in ``<root>/.side/<what>.log``."""
+    folder = root / ".side"
+    folder.mkdir(exist_ok=True)
+    with open(folder / f"{what}.log", "a") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def lines(root: Path, what: str) -> list[str]:
+    """The side effects noted so far."""
+    p = root / ".side" / f"{what}.log"
+    return p.read_text().splitlines() if p.exists() else []
+
+
+def _request(messages: Sequence[Message]) -> str:
+    return next(m.content for m in messages if m.role == "user")
+
+
+def gated(root: Path) -> Agent:
+    """create_ticket (a write that needs approval), then the answer."""
+
+    def reply(messages: Sequence[Message]) -> Message:
+        note(root, "model", _request(messages))
+        done = [m for m in messages if m.role == "tool"]
+        if not done:
+            call = ToolCall("t1", "create_ticket", {"summary": _request(messages)})
+            return Message("assistant", tool_calls=(call,))
+        return Message("assistant", f"filed {done[0].content}")
+
+    def create_ticket(args: dict[str, Any]) -> str:
+        note(root, "tickets", str(args["summary"]))
+        return f"ticket for {args['summary']}"
+
+    tool = Tool("create_ticket", "file a ticket", {"type": "object"}, create_ticket)
+    return Agent(AgentConfig(ScriptedModel(reply), [tool]), PolicyGate(writes={"create_ticket"}))
+
+
+def broken(root: Path) -> Agent:
+    """A model that fails every call (the time of each attempt is noted)."""
+
+    def reply(messages: Sequence[Message]) -> Message:
+        note(root, "attempts", repr(time.time()))
+        raise ConnectionError("the model service is down")
+
+    return Agent(AgentConfig(ScriptedModel(reply)), PolicyGate())
+
+
+SLOW = float(os.environ.get("SLOW_WRITE_SECONDS", "1.0"))
+
+
+def slow(root: Path) -> Agent:
+    """An unattended write that takes SLOW_WRITE_SECONDS, then a second model call."""
+
+    def reply(messages: Sequence[Message]) -> Message:
+        note(root, "model", "call")
+        if not any(m.role == "tool" for m in messages):
+            return Message("assistant", tool_calls=(ToolCall("w1", "slow_write", {}),))
+        return Message("assistant", "written")
+
+    def slow_write(args: dict[str, Any]) -> str:
+        note(root, "writes", "begin")
+        time.sleep(SLOW)
+        note(root, "writes", "end")
+        return "written"
+
+    tool = Tool("slow_write", "a slow write", {"type": "object"}, slow_write)
+    gate = PolicyGate(writes={"slow_write"}, approve=())
+    return Agent(AgentConfig(ScriptedModel(reply), [tool]), gate)

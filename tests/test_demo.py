@@ -1,0 +1,191 @@
+"""agentrun demo: the demo store, its helpdesk agent, and the demo's worker behind the TUI."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durableagent import FileStore, Reconcile, RunStatus, signal, view_store
+from durableagent.demo import SERVICE_DOWN, build_demo_store, demo_agent, demo_dir, read_list
+from durableagent.errors import StoreError
+from durableagent.worker import Worker, reset_attempts
+
+EVERY_STATUS = {"completed", "awaiting_approval", "indeterminate", "ready", "failed"}
+
+
+def agentrun(
+    *args: str, cwd: Path, pythonpath: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.pop("AGENTRUN_STORE", None)
+    if pythonpath is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(pythonpath), env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "durableagent.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
+
+
+def statuses(root: Path, cwd: Path) -> dict[str, dict[str, Any]]:
+    p = agentrun("ls", "--json", "--store", str(root), cwd=cwd)
+    assert p.returncode == 0, p.stderr
+    return {v["run_id"]: v for v in map(json.loads, p.stdout.splitlines())}
+
+
+def test_demo_no_tui_in_a_fresh_directory_produces_every_status(tmp_path: Path) -> None:
+    p = agentrun("demo", "--no-tui", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    root = tmp_path / "agentrun-demo"  # the documented default
+    runs = statuses(root, tmp_path)
+    assert {v["status"] for v in runs.values()} >= EVERY_STATUS
+    assert runs["laptop-broken"]["status"] == "awaiting_approval"
+    assert len(runs["laptop-broken"]["pending"]) == 2  # two calls of one turn
+    assert runs["crm-access"]["indeterminate"]["tool"] == "create_ticket"
+    assert runs["vpn-access"]["status"] == "failed"
+    assert {runs[r]["status"] for r in ("password-reset", "access-audit")} == {"ready"}
+    assert "crm-access" in p.stdout and "STATUS" in p.stdout  # it printed ls
+    # The killed write really happened: a human can find its ticket.
+    summaries = [t["summary"] for t in read_list(root, "tickets")]
+    assert "I need access to the CRM." in summaries
+
+
+def test_demo_reuses_its_store_and_rebuilds_it_only_when_asked(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    assert agentrun("demo", "--no-tui", "--store", str(root), cwd=tmp_path).returncode == 0
+    (root / "marker").write_text("kept")
+    again = agentrun("demo", "--no-tui", "--store", str(root), cwd=tmp_path)
+    assert again.returncode == 0 and "reusing the demo store" in again.stdout
+    assert (root / "marker").exists()
+    fresh = agentrun("demo", "--no-tui", "--fresh", "--store", str(root), cwd=tmp_path)
+    assert fresh.returncode == 0 and "building" in fresh.stdout
+    assert not (root / "marker").exists()
+
+
+def test_demo_never_touches_a_directory_that_is_not_a_demo_store(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "precious.jsonl").write_text("")
+    for extra in ([], ["--fresh"]):
+        p = agentrun("demo", "--no-tui", "--store", str(mine), *extra, cwd=tmp_path)
+        assert p.returncode == 1 and "not a demo store" in p.stderr and "Traceback" not in p.stderr
+    assert (mine / "precious.jsonl").exists()
+    with pytest.raises(StoreError, match="not empty"):
+        build_demo_store(mine)
+
+
+async def test_the_demo_story_with_a_worker(tmp_path: Path) -> None:
+    root = tmp_path / "demo"
+    await asyncio.to_thread(build_demo_store, root)
+    store = FileStore(root)
+    worker = Worker(demo_agent(root, pace=0.02), store, debounce=20, rescan=0.5, backoff=0.05)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+
+    async def until(run_id: str, want: RunStatus) -> None:
+        deadline = time.monotonic() + 15
+        while (got := view_store(store, run_id).status) != want:
+            assert time.monotonic() < deadline, f"{run_id} stayed {got}, wanted {want}"
+            await asyncio.sleep(0.02)
+
+    try:
+        await until("access-audit", RunStatus.COMPLETED)
+        await until("password-reset", RunStatus.AWAITING_APPROVAL)
+        assert view_store(store, "vpn-access").status == RunStatus.FAILED  # budget used up
+
+        # The on-call human finds the ticket the killed process filed, and says so.
+        ticket = next(t for t in read_list(root, "tickets") if "CRM" in t["summary"])
+        signal(
+            store,
+            "crm-access",
+            "reconcile",
+            Reconcile("tool/2/0/create_ticket", "done", ticket["id"]),
+        )
+        await until("crm-access", RunStatus.COMPLETED)
+        answer = view_store(store, "crm-access").answer
+        assert answer is not None and ticket["id"] in answer.content
+
+        for p in view_store(store, "laptop-broken").pending:
+            signal(store, "laptop-broken", "approve", {"marker": p.marker}, by="test")
+        await until("laptop-broken", RunStatus.COMPLETED)
+        assert [m["to"] for m in read_list(root, "outbox")] == ["manager@example.com"]
+
+        (demo_dir(root) / SERVICE_DOWN).unlink()
+        reset_attempts(root, "vpn-access")  # what `agentrun retry vpn-access` does
+        await until("vpn-access", RunStatus.AWAITING_APPROVAL)
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 10)
+    # billing, crm (filed once, by the killed process), laptop: no ticket twice.
+    assert len(read_list(root, "tickets")) == 3
+
+
+FAKE_TUI = """
+import json, time
+from pathlib import Path
+from durableagent import FileStore, view_store
+
+def run_tui(root, *, read_only=False, poll=False):
+    store = FileStore(root, create=False)
+    seen = []
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        audit = store.load("access-audit")
+        if view_store(store, "password-reset").status == "awaiting_approval" and len(audit) > 2:
+            break
+        time.sleep(0.05)
+    report = {"root": str(root), "read_only": read_only, "poll": poll,
+              "reset": str(view_store(store, "password-reset").status),
+              "audit_records": len(store.load("access-audit"))}
+    (Path(root).parent / "tui-report.json").write_text(json.dumps(report))
+    return 0
+"""
+
+
+def test_demo_runs_a_live_worker_behind_the_tui_and_stops_it(tmp_path: Path) -> None:
+    fake = tmp_path / "fake"
+    (fake / "durableagent_tui").mkdir(parents=True)
+    (fake / "durableagent_tui" / "__init__.py").write_text(FAKE_TUI)
+    root = tmp_path / "d"
+    p = agentrun("demo", "--store", str(root), cwd=tmp_path, pythonpath=fake)
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "tui-report.json").read_text())
+    assert report["reset"] == "awaiting_approval"  # the worker ran it while the "TUI" was open
+    assert report["audit_records"] > 2 and report["read_only"] is False
+    # The worker stopped with the TUI: nothing holds a lease, the slow run is not broken.
+    store = FileStore(root)
+    assert not any(store.is_leased(r) for r in store.run_ids())
+    assert view_store(store, "access-audit").status in (RunStatus.READY, RunStatus.COMPLETED)
+
+
+def test_tui_command_passes_its_flags_and_explains_a_missing_ui(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    FileStore(root)
+    fake = tmp_path / "fake"
+    (fake / "durableagent_tui").mkdir(parents=True)
+    (fake / "durableagent_tui" / "__init__.py").write_text(
+        "import json\n"
+        "def run_tui(root, *, read_only=False, poll=False):\n"
+        "    print(json.dumps([str(root), read_only, poll]))\n"
+        "    return 0\n"
+    )
+    p = agentrun(
+        "tui", "--store", str(root), "--read-only", "--poll", cwd=tmp_path, pythonpath=fake
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == [str(root), True, True]
+
+    (fake / "durableagent_tui" / "__init__.py").write_text("")
+    p = agentrun("tui", "--store", str(root), cwd=tmp_path, pythonpath=fake)
+    assert p.returncode == 1 and "terminal UI is not available" in p.stderr
