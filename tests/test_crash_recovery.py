@@ -217,3 +217,26 @@ async def test_reconcile_after_a_second_one_is_refused(store: FileStore, side: S
     with pytest.raises(SignalError, match="already reconciled"):
         signal(store, "a1", "reconcile", {"step": "tool/2/0/create_ticket", "outcome": "retry"})
     assert store.path("a1").read_bytes() == before
+
+
+async def test_a_stop_request_ends_the_attempt_between_steps_and_saves_no_outcome(
+    store: FileStore, side: Side
+):
+    from durableagent import RunStopped
+
+    config, model = helpdesk(store, side)
+    asked = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) > 1  # let llm/1 start, then ask to stop
+
+    with pytest.raises(RunStopped) as e:
+        await run(config, "a1", INPUT, stop=stop)
+    assert e.value.step == "tool/1/0/lookup_policy"
+    assert model.calls == 1 and side.count("lookup") == 0
+    assert store.last_outcome("a1") is None
+    assert view_store(store, "a1").status == RunStatus.READY
+    out = await run(config, "a1", None)
+    assert out.status == Status.AWAITING_APPROVAL
+    assert model.calls == 2

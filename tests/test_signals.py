@@ -54,6 +54,9 @@ async def test_every_refused_signal_leaves_the_journal_byte_identical(store: Fil
     refused(store, "a1", "approve", {"marker": lookup}, "already has a result")
     refused(store, "a1", "reconcile", {"step": MARK_STEP, "outcome": "maybe"}, "'done' or")
     refused(store, "a1", "reconcile", {"step": MARK_STEP, "outcome": "done"}, "needs the result")
+    refused(
+        store, "a1", "reconcile", {"step": MARK_STEP, "outcome": "done", "result": " "}, "needs"
+    )
     refused(store, "a1", "reconcile", {"step": MARK_STEP, "outcome": "retry"}, "never started")
     refused(
         store,

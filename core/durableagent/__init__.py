@@ -16,6 +16,7 @@ from .errors import (
     MaxTurnsExceeded,
     RunBusyError,
     RunNotFoundError,
+    RunStopped,
     SignalError,
     StoreError,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "RunBusyError",
     "RunNotFoundError",
     "RunStatus",
+    "RunStopped",
     "RunView",
     "ScriptedModel",
     "SignalError",

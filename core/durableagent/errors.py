@@ -90,6 +90,15 @@ class IndeterminateError(DurableAgentError):
         )
 
 
+class RunStopped(DurableAgentError):
+    """The runner asked to stop (a worker shutting down): no new step was started. The run is
+    not failed; it resumes from its journal on the next attempt."""
+
+    def __init__(self, step: str) -> None:
+        self.step = step
+        super().__init__(f"stopped before step {step!r}: the runner is shutting down")
+
+
 class SignalError(DurableAgentError):
     """A signal was refused; nothing was written."""
 

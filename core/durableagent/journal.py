@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import IndeterminateError
+from .errors import IndeterminateError, RunStopped
 from .loop import StepFn
 from .messages import StepKind
 from .record import SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
@@ -73,13 +73,24 @@ class StepIndex:
 
 class Journal:
     """Runs steps through the store: start recorded before ``fn``, result recorded before it
-    is used, completed steps replayed, unrecorded writes never guessed at."""
+    is used, completed steps replayed, unrecorded writes never guessed at.
 
-    def __init__(self, store: Store, run_id: str, records: list[Record]) -> None:
+    ``stop``, when given, is asked before each new step starts; once it says True the journal
+    raises RunStopped instead of starting one (steps already running finish and record)."""
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: str,
+        records: list[Record],
+        *,
+        stop: Callable[[], bool] | None = None,
+    ) -> None:
         self.store = store
         self.run_id = run_id
         self.records = records
         self.index = StepIndex(records)
+        self.stop = stop
 
     @property
     def last_seq(self) -> int:
@@ -100,6 +111,8 @@ class Journal:
                 result = Result(verdict.result or "").to_dict()
                 return (await self.append(Record.make(STEP_COMPLETED, name, kind, result))).data
             # "retry": run it again below; the new start makes the reconcile count no more.
+        if self.stop is not None and self.stop():
+            raise RunStopped(name)
         started = {"write": write} if kind == StepKind.TOOL else {}
         await self.append(Record.make(STEP_STARTED, name, kind, started))
         value = await fn()

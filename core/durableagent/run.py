@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,7 @@ from .errors import (
     IndeterminateError,
     InputMismatchError,
     RunNotFoundError,
+    RunStopped,
     SignalError,
 )
 from .gate import PolicyGate, marker_for, marker_step
@@ -36,9 +37,18 @@ class Config:
     store: Store
 
 
-async def run(config: Config, run_id: str, input: Sequence[Message] | None) -> Outcome:
+async def run(
+    config: Config,
+    run_id: str,
+    input: Sequence[Message] | None,
+    *,
+    stop: Callable[[], bool] | None = None,
+) -> Outcome:
     """Execute or resume ``run_id``. ``input`` starts a new run (or must equal the recorded
-    one); None resumes a known run. Completed runs return their recorded answer."""
+    one); None resumes a known run. Completed runs return their recorded answer.
+
+    ``stop`` is asked before each new step: once True, the attempt ends with RunStopped
+    between two steps, saves no outcome, and the run stays ready for the next attempt."""
     check_run_id(run_id)
     store = config.store
     given = None if input is None else _as_json([m.to_dict() for m in input])
@@ -56,7 +66,7 @@ async def run(config: Config, run_id: str, input: Sequence[Message] | None) -> O
             if not records:
                 started = Record.make(RUN_STARTED, data={"input": given})
                 records = [await asyncio.to_thread(store.append, run_id, started)]
-            journal = Journal(store, run_id, records)
+            journal = Journal(store, run_id, records, stop=stop)
             approved, denied = _decisions(records)
             loop_out = await run_loop(
                 config.agent,
@@ -77,6 +87,8 @@ async def run(config: Config, run_id: str, input: Sequence[Message] | None) -> O
         except IndeterminateError as e:
             assert journal is not None
             outcome = Outcome(Status.INDETERMINATE, step=e.step, seq=journal.last_seq)
+        except RunStopped:
+            raise  # not a failure: the run resumes from its journal next time
         except Exception as e:
             seq = journal.last_seq if journal is not None else (records[-1].seq if records else 0)
             failed = Outcome(Status.FAILED, error=f"{type(e).__name__}: {e}", seq=seq)
@@ -229,7 +241,8 @@ def _reconcile_step(run_id: str, payload: Any) -> str:
     outcome = payload.get("outcome")
     if outcome not in ("done", "retry"):
         raise SignalError(run_id, f"reconcile outcome must be 'done' or 'retry', not {outcome!r}")
-    if outcome == "done" and not isinstance(payload.get("result"), str):
+    result = payload.get("result")
+    if outcome == "done" and (not isinstance(result, str) or not result.strip()):
         raise SignalError(
             run_id, "reconcile done needs the result you found (e.g. the ticket id) as text"
         )

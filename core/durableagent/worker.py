@@ -19,20 +19,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import watchfiles
 
-from .errors import RunBusyError
+from .errors import RunBusyError, RunStopped
 from .gate import PolicyGate
 from .loop import AgentConfig
-from .outcome import Outcome
-from .record import STEP_STARTED, Record
 from .run import Config, run
-from .store import Check, FileStore, valid_run_id
+from .store import FileStore, valid_run_id
 from .view import RunStatus, RunView, view_store
 
 log = logging.getLogger("durableagent.worker")
@@ -119,49 +116,6 @@ def _failures_now(attempts: Attempts | None, view: RunView) -> int:
     return attempts.failures
 
 
-# -- stopping at a step boundary ------------------------------------------------------------
-
-
-class _Stopping(BaseException):
-    """Raised instead of recording a new step.started once the worker is stopping.
-
-    A BaseException on purpose: run() saves a failed outcome for any Exception, but a run that
-    stopped between two steps has not failed; it is ready and resumes on the next start."""
-
-
-class _StoppableStore:
-    """The store as one run of this worker sees it: once ``stopping`` is set no new step may
-    start (its step.started is refused before it reaches the disk), while steps already in
-    flight still record their results."""
-
-    def __init__(self, store: FileStore, stopping: Callable[[], bool]) -> None:
-        self._store = store
-        self._stopping = stopping
-
-    def load(self, run_id: str) -> list[Record]:
-        return self._store.load(run_id)
-
-    def append(self, run_id: str, record: Record, *, check: Check | None = None) -> Record:
-        if record.type == STEP_STARTED and self._stopping():
-            raise _Stopping
-        return self._store.append(run_id, record, check=check)
-
-    def run_ids(self) -> list[str]:
-        return self._store.run_ids()
-
-    def lease(self, run_id: str) -> AbstractContextManager[None]:
-        return self._store.lease(run_id)
-
-    def is_leased(self, run_id: str) -> bool:
-        return self._store.is_leased(run_id)
-
-    def save_outcome(self, run_id: str, outcome: Outcome) -> None:
-        self._store.save_outcome(run_id, outcome)
-
-    def last_outcome(self, run_id: str) -> Outcome | None:
-        return self._store.last_outcome(run_id)
-
-
 # -- the worker -----------------------------------------------------------------------------
 
 
@@ -206,7 +160,6 @@ class Worker:
         self.rescan = rescan
         self.debounce = debounce
         self.step = step
-        self._guarded = _StoppableStore(store, lambda: self._stopping)
         self._stopping = False
         self._running: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
@@ -351,12 +304,12 @@ class Worker:
     # -- executing -----------------------------------------------------------------------
 
     async def _execute(self, run_id: str) -> None:
-        config = Config(self.agent.config, self.agent.gate, self._guarded)
+        config = Config(self.agent.config, self.agent.gate, self.store)
         try:
-            outcome = await run(config, run_id, None)
+            outcome = await run(config, run_id, None, stop=lambda: self._stopping)
         except RunBusyError:
             log.debug("run %s is busy elsewhere; skipped", run_id)
-        except _Stopping:
+        except RunStopped:
             log.info("run %s stopped between steps for shutdown; it resumes later", run_id)
         except asyncio.CancelledError:
             log.warning("run %s cancelled after the grace period", run_id)
