@@ -111,7 +111,7 @@ def test_ls_lists_needs_attention_first_with_glyph_and_word(demo: Path) -> None:
         ].index,
     )
     assert order[0] == "crm-access"
-    assert "⚠ indeterminate" in rows[1] and "reconcile tool/2/0/create_ticket" in rows[1]
+    assert "✖ indeterminate" in rows[1] and "reconcile tool/2/0/create_ticket" in rows[1]
     assert any("✓ completed" in row and "billing-access" in row for row in rows)
 
 

@@ -163,3 +163,19 @@ async def test_two_pending_calls_in_one_turn_need_both_decisions(store: FileStor
     assert view_store(store, "two").status == RunStatus.READY
     assert (await run(config, "two", None)).status == Status.COMPLETED
     assert ran == ["create_ticket", "send_email"]
+
+
+async def test_a_signal_pinned_to_an_old_seq_is_refused_under_the_lock(
+    store: FileStore, side: Side
+):
+    from durableagent import RunChangedError
+
+    _, marker = await waiting(store, side)
+    seen = store.load("a1")[-1].seq
+    signal(store, "a1", "approve", {"marker": marker}, by="alice", expect_seq=seen)
+    before = store.path("a1").read_bytes()
+    with pytest.raises(RunChangedError) as e:
+        signal(store, "a1", "deny", {"marker": marker}, by="bob", expect_seq=seen)
+    assert (e.value.expected, e.value.actual) == (seen, seen + 1)
+    assert "changed since you looked" in str(e.value)
+    assert store.path("a1").read_bytes() == before

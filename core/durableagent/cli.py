@@ -24,6 +24,7 @@ from typing import Any
 
 from .errors import DurableAgentError
 from .journal import Reconcile
+from .labels import ATTENTION_RANK, STATUS_GLYPH, ago
 from .messages import Message
 from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
 from .run import signal, submit
@@ -32,18 +33,6 @@ from .view import RunStatus, RunView, view_store
 
 DEFAULT_STORE = "./runs"
 DEFAULT_DEMO_STORE = "./agentrun-demo"
-
-GLYPHS = {
-    RunStatus.CORRUPT: "✗",
-    RunStatus.INDETERMINATE: "⚠",
-    RunStatus.AWAITING_APPROVAL: "⏸",
-    RunStatus.FAILED: "✘",
-    RunStatus.RUNNING: "▶",
-    RunStatus.READY: "○",
-    RunStatus.COMPLETED: "✓",
-}
-# Needs attention first, then what moves on its own, then what is done.
-ORDER = {status: rank for rank, status in enumerate(GLYPHS)}
 
 
 class Refused(Exception):
@@ -71,19 +60,6 @@ def _args_text(arguments: Any) -> str:
     return _clean(json.dumps(arguments, ensure_ascii=False, sort_keys=True))
 
 
-def _ago(at: float | None, now: float) -> str:
-    if at is None:
-        return "-"
-    d = max(0.0, now - at)
-    if d < 60:
-        return f"{d:.0f}s ago"
-    if d < 3600:
-        return f"{d / 60:.0f}m ago"
-    if d < 86400:
-        return f"{d / 3600:.0f}h ago"
-    return f"{d / 86400:.0f}d ago"
-
-
 def _stamp(at: float | None) -> str:
     return "-" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
@@ -98,7 +74,7 @@ def _dump(value: Any) -> str:
 
 
 def _status_word(view: RunView) -> str:
-    return f"{GLYPHS[view.status]} {view.status}"
+    return f"{STATUS_GLYPH[view.status]} {view.status}"
 
 
 def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
@@ -152,7 +128,7 @@ def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
 
 def _load_views(store: FileStore) -> list[RunView]:
     views = [view_store(store, i) for i in store.run_ids()]
-    views.sort(key=lambda v: (ORDER[v.status], -(v.last_activity or 0.0), v.run_id))
+    views.sort(key=lambda v: (ATTENTION_RANK[v.status], -(v.last_activity or 0.0), v.run_id))
     return views
 
 
@@ -182,7 +158,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
                 str(len(v.steps)),
                 str(v.model_calls),
                 _one_line(v.waiting_on, 60) or "-",
-                _ago(v.last_activity, now),
+                ago(v.last_activity, now),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -113,3 +113,16 @@ class MaxTurnsExceeded(DurableAgentError):
     def __init__(self, max_turns: int) -> None:
         self.max_turns = max_turns
         super().__init__(f"the model made {max_turns} calls without a final answer (max_turns)")
+
+
+class RunChangedError(SignalError):
+    """A signal pinned to what a human saw (``expect_seq``) found the run moved on."""
+
+    def __init__(self, run_id: str, expected: int, actual: int) -> None:
+        self.expected = expected
+        self.actual = actual
+        super().__init__(
+            run_id,
+            f"run {run_id!r} changed since you looked (seq {expected} then, {actual} now); "
+            "nothing was written: look at it again",
+        )

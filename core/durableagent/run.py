@@ -12,6 +12,7 @@ from .errors import (
     CorruptJournalError,
     IndeterminateError,
     InputMismatchError,
+    RunChangedError,
     RunNotFoundError,
     RunStopped,
     SignalError,
@@ -187,11 +188,14 @@ def signal(
     *,
     by: str | None = None,
     reason: str | None = None,
+    expect_seq: int | None = None,
 ) -> Record:
     """Append a human's decision to the run's journal, validated under the journal's lock.
 
     ``approve``/``deny`` take ``{"marker": m}``; ``reconcile`` takes a Reconcile (or its dict).
-    Anything wrong raises (RunNotFoundError, SignalError) and writes nothing."""
+    ``expect_seq`` pins the decision to the journal the human looked at: if its last seq is
+    another, RunChangedError. Anything wrong raises (RunNotFoundError, SignalError) and writes
+    nothing."""
     check_run_id(run_id)
     if name not in SIGNALS:
         raise SignalError(run_id, f"unknown signal {name!r}; use one of {', '.join(SIGNALS)}")
@@ -214,6 +218,8 @@ def signal(
             raise RunNotFoundError(run_id)
         if any(r.type == RUN_COMPLETED for r in records):
             raise SignalError(run_id, f"run {run_id!r} is completed; a signal cannot change it")
+        if expect_seq is not None and records[-1].seq != expect_seq:
+            raise RunChangedError(run_id, expect_seq, records[-1].seq)
         index = StepIndex(records)
         if name == "reconcile":
             _check_reconcile(run_id, step, index)

@@ -1,0 +1,35 @@
+"""How a run's status and times read on a screen, shared by the CLI and the TUI so that both
+show the one fold the same way: a glyph beside every status word (never colour alone), and
+attention first."""
+
+from __future__ import annotations
+
+from .view import RunStatus
+
+STATUS_GLYPH: dict[RunStatus, str] = {
+    RunStatus.CORRUPT: "⊘",
+    RunStatus.INDETERMINATE: "✖",
+    RunStatus.AWAITING_APPROVAL: "▲",
+    RunStatus.FAILED: "✗",
+    RunStatus.RUNNING: "●",
+    RunStatus.READY: "○",
+    RunStatus.COMPLETED: "✓",
+}
+
+# Needs a human first, then what moves on its own, then what is done.
+ATTENTION_ORDER: tuple[RunStatus, ...] = tuple(STATUS_GLYPH)
+ATTENTION_RANK: dict[RunStatus, int] = {s: i for i, s in enumerate(ATTENTION_ORDER)}
+
+
+def ago(at: float | None, now: float) -> str:
+    """``12s ago``, ``5m ago``, ``3h ago``, ``2d ago``; ``—`` when unknown."""
+    if at is None:
+        return "—"
+    seconds = max(0.0, now - at)
+    if seconds < 60:
+        return f"{int(seconds)}s ago"
+    if seconds < 3600:
+        return f"{int(seconds // 60)}m ago"
+    if seconds < 86400:
+        return f"{int(seconds // 3600)}h ago"
+    return f"{int(seconds // 86400)}d ago"
