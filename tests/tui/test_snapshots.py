@@ -1,0 +1,77 @@
+"""Snapshot tests: fixed sample data, a fixed clock, no watcher, no blinking cursor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from tuihelpers import loaded, make_app, select
+
+from durableagent_tui.sample import build_sample_store
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
+
+
+def at(run_id: str | None = None, *keys: str) -> Any:
+    """A run_before that waits for the load, selects ``run_id`` and presses ``keys``."""
+
+    async def before(pilot: Pilot[object]) -> None:
+        await loaded(pilot)
+        if run_id is not None:
+            await select(pilot, run_id)
+        if keys:
+            await pilot.press(*keys)
+        await pilot.pause()
+
+    return before
+
+
+def store(tmp_path: Path, **kw: bool) -> Path:
+    root = tmp_path / "runs"
+    build_sample_store(root, **kw)
+    return root
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_main_screen(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path, corrupt=False))
+    assert snap_compare(app, terminal_size=size, run_before=at())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_corrupt_run(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at("broken-1040"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_approve_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at("markup-1048", "a"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_reconcile_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at("vpn-1043", "r", *"TICKET-9"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_help(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at(None, "question_mark"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_filtered_view(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at(None, "slash", *"await"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_empty_store(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    root = tmp_path / "runs"
+    root.mkdir()
+    assert snap_compare(make_app(root), terminal_size=size, run_before=at())

@@ -1,0 +1,28 @@
+"""``python -m durableagent_tui --store DIR [--read-only] [--poll]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from . import run_tui
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the arguments and run the supervisor."""
+    parser = argparse.ArgumentParser(prog="python -m durableagent_tui", description=__doc__)
+    parser.add_argument(
+        "--store",
+        default=os.environ.get("AGENTRUN_STORE", "runs"),
+        help="the store directory (default $AGENTRUN_STORE, else ./runs)",
+    )
+    parser.add_argument("--read-only", action="store_true", help="hide every action")
+    parser.add_argument("--poll", action="store_true", help="poll instead of file events")
+    args = parser.parse_args(argv)
+    return run_tui(Path(args.store), read_only=args.read_only, poll=args.poll)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""Writing a human's decision: re-check the pinned run, then ``signal`` (blocking; call it from
+a thread worker, never on the event loop)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from durableagent import FileStore, RunChangedError, RunStatus, RunView, signal, view_store
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The run state a dialog was opened on: it acts only if the run is still like this."""
+
+    run_id: str
+    last_seq: int
+    status: RunStatus
+
+    @classmethod
+    def of(cls, view: RunView) -> Pin:
+        """Pin the run as ``view`` shows it."""
+        return cls(view.run_id, view.last_seq, view.status)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One or more signals a dialog wants written, with the human's name and reason."""
+
+    signals: tuple[tuple[str, Any], ...]
+    by: str
+    reason: str | None = None
+    done: str = ""  # what the toast says when it worked
+
+
+class ChangedUnderneath(Exception):
+    """The run moved on while the dialog was open; nothing was written."""
+
+
+def write_decision(store: FileStore, pin: Pin, decision: Decision) -> str:
+    """Reload the run; if its last seq or status moved since ``pin``, raise ChangedUnderneath
+    and write nothing; otherwise write each signal. Signal refusals propagate (SignalError)."""
+    now = view_store(store, pin.run_id)
+    if now.last_seq != pin.last_seq or now.status != pin.status:
+        raise _changed(pin, f"it is now {now.status} at seq {now.last_seq}")
+    # The seq pin is checked again under the journal's lock, so nothing can slip in between.
+    for i, (name, payload) in enumerate(decision.signals):
+        try:
+            signal(
+                store,
+                pin.run_id,
+                name,
+                payload,
+                by=decision.by,
+                reason=decision.reason,
+                expect_seq=pin.last_seq + i,
+            )
+        except RunChangedError as e:
+            raise _changed(pin, f"it is now at seq {e.actual}", written=i) from None
+    return decision.done
+
+
+def _changed(pin: Pin, now: str, written: int = 0) -> ChangedUnderneath:
+    wrote = f"{written} decision(s) were" if written else "Nothing was"
+    return ChangedUnderneath(
+        f"Run {pin.run_id} changed underneath: it was {pin.status} at seq {pin.last_seq}, "
+        f"{now}. {wrote} written; close this dialog and look again."
+    )

@@ -1,0 +1,66 @@
+"""The detail pane: the selected record's data as pretty JSON, or the run's summary."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.highlighter import JSONHighlighter
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from durableagent import Record, RunView
+
+from .styles import LOOKS, clock, status_text
+from .summaries import call_text, pretty
+
+_json = JSONHighlighter()
+
+
+def record_renderable(record: Record) -> RenderableType:
+    """A heading line, then the record's data as highlighted JSON (never markup)."""
+    head = Text(no_wrap=False)
+    head.append(f"seq {record.seq} ", style="bold")
+    head.append(record.type, style="bold")
+    if record.step:
+        head.append(f"  {record.step}")
+    head.append(f"  {clock(record.at)}", style="dim")
+    return Group(head, Text(""), _json(Text(pretty(record.data))))
+
+
+def run_renderable(view: RunView) -> RenderableType:
+    """What the run waits on, for a run with no record selected (or a corrupt one)."""
+    parts: list[RenderableType] = [Text.assemble(status_text(view.status), "  ", view.run_id)]
+    if view.error:
+        parts.append(Text(view.error, style=LOOKS[view.status].style))
+    for p in view.pending:
+        parts.append(Text(f"pending {call_text(p.tool, p.arguments)}"))
+    if view.indeterminate is not None:
+        parts.append(
+            Text(
+                f"{view.indeterminate.name} started {clock(view.indeterminate.started_at)}"
+                " and has no result"
+            )
+        )
+    return Group(*parts)
+
+
+class RecordDetail(VerticalScroll):
+    """Scrollable, focusable pane holding one record's data."""
+
+    DEFAULT_CSS = """
+    RecordDetail { padding: 0 1; }
+    RecordDetail > Static { width: 1fr; }
+    """
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static(Text("select a run", style="dim"), id="detail-body")
+
+    def show(self, what: Record | RunView | None) -> None:
+        """Show a record, a run summary, or nothing."""
+        body = self.query_one("#detail-body", Static)
+        if what is None:
+            body.update(Text("no run selected", style="dim"))
+        elif isinstance(what, Record):
+            body.update(record_renderable(what))
+        else:
+            body.update(run_renderable(what))

@@ -1,0 +1,71 @@
+"""The header: which store, how many runs in each status, and whether the view is live."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rich.text import Text
+from textual.widgets import Static
+
+from durableagent import RunStatus
+
+from .styles import LOOKS, ORDER, clock
+
+LIVE_STYLES = {
+    "watching": ("◉", "green"),
+    "polling": ("◌", "yellow"),
+    "watch error": ("✗", "bold red"),
+    "waiting for store": ("◌", "yellow"),
+    "paused": ("‖", "dim"),
+    "loading": ("…", "dim"),
+}
+
+
+class StoreHeader(Static):
+    """Two lines: the store and its live state, then the counts per status."""
+
+    DEFAULT_CSS = """
+    StoreHeader { height: 2; padding: 0 1; background: $panel; }
+    """
+
+    def __init__(self, label: str, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.label = label
+        self.counts: Counter[RunStatus] = Counter()
+        self.live = "loading"
+        self.last_change: float | None = None
+
+    def on_mount(self) -> None:
+        self._draw()
+
+    def set_counts(self, counts: Counter[RunStatus]) -> None:
+        """Show these counts (every status with at least one run)."""
+        self.counts = counts
+        self._draw()
+
+    def set_live(self, live: str, last_change: float | None = None) -> None:
+        """Show the live state and the time of the last change seen."""
+        self.live = live
+        if last_change is not None:
+            self.last_change = last_change
+        self._draw()
+
+    def _draw(self) -> None:
+        top = Text(no_wrap=True, overflow="ellipsis")
+        top.append("agentrun ", style="bold")
+        top.append(self.label)
+        glyph, style = LIVE_STYLES.get(self.live, ("?", "red"))
+        top.append("  ")
+        top.append(f"{glyph} {self.live}", style=style)
+        if self.last_change is not None:
+            top.append(f" · last change {clock(self.last_change)}", style="dim")
+        counts = Text(no_wrap=True, overflow="ellipsis")
+        total = sum(self.counts.values())
+        counts.append(f"{total} run{'s' if total != 1 else ''}", style="bold")
+        for status in ORDER:
+            n = self.counts.get(status, 0)
+            if n:
+                look = LOOKS[status]
+                counts.append("  ")
+                counts.append(f"{look.glyph} {n} {look.word}", style=look.style)
+        self.update(Text("\n").join([top, counts]))

@@ -1,0 +1,142 @@
+"""A small store with a run in every state and fixed times, built with the core API.
+
+Tests, snapshots and the screenshot script use it; fixed ``at`` stamps and a fixed clock keep
+pictures byte-for-byte stable.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from durableagent import (
+    FileStore,
+    Message,
+    Outcome,
+    Pending,
+    Record,
+    Result,
+    Status,
+    ToolCall,
+    marker_for,
+)
+
+# 2026-01-15 09:00:00 UTC; NOW is 10 minutes after the last record.
+T0 = 1_768_467_600.0
+NOW = T0 + 3600.0
+INPUT = "I need access to the billing dashboard."
+MARKUP_ARGS = {"summary": "[/oops] [link=x]click[/link] [bold red]loud", "queue": "[IT]"}
+
+
+class JournalWriter:
+    """Appends records with fixed times, one second apart from ``start``."""
+
+    def __init__(self, store: FileStore, run_id: str, start: float) -> None:
+        self.store, self.run_id, self.at = store, run_id, start
+
+    def add(self, type: str, step: str = "", kind: str = "", data: Any = None) -> Record:
+        self.at += 1.0
+        rec = Record(0, type, step, kind, {} if data is None else data, self.at)
+        return self.store.append(self.run_id, rec)
+
+    def start(self, text: str) -> None:
+        self.add("run.started", data={"input": [Message("user", text).to_dict()]})
+
+    def model(self, turn: int, reply: Message) -> None:
+        self.add("step.started", f"llm/{turn}", "model")
+        self.add("step.completed", f"llm/{turn}", "model", reply.to_dict())
+
+    def asks(self, turn: int, *calls: ToolCall) -> list[Pending]:
+        self.model(turn, Message("assistant", tool_calls=calls))
+        out = []
+        for i, c in enumerate(calls):
+            step = f"tool/{turn}/{i}/{c.name}"
+            out.append(Pending(marker_for(step, c.arguments), step, c.name, c.arguments))
+        return out
+
+    def tool(self, step: str, result: str | None, *, write: bool = False) -> None:
+        self.add("step.started", step, "tool", {"write": write})
+        if result is not None:
+            self.add("step.completed", step, "tool", Result(result).to_dict())
+
+    def signal(self, name: str, payload: dict[str, Any], by: str, reason: str | None) -> None:
+        self.add(
+            "signal",
+            payload.get("step") or payload["marker"].partition("#")[0],
+            "",
+            {"name": name, "payload": payload, "by": by, "reason": reason},
+        )
+
+    def outcome(self, status: Status, **kw: Any) -> None:
+        last = self.store.load(self.run_id)[-1].seq
+        self.store.save_outcome(self.run_id, Outcome(status, seq=last, **kw))
+
+
+def _lookup(j: JournalWriter) -> None:
+    j.asks(1, ToolCall("c1", "lookup_policy", {"topic": "access"}))
+    j.tool("tool/1/0/lookup_policy", "Access needs a ticket approved by IT.")
+
+
+def build_sample_store(root: Path, *, corrupt: bool = True, markup: bool = True) -> FileStore:
+    """Build (or extend) the sample store at ``root`` and return it."""
+    store = FileStore(root)
+    ticket = ToolCall("c2", "create_ticket", {"summary": "billing dashboard access"})
+
+    j = JournalWriter(store, "laptop-1039", T0)
+    j.start("My laptop will not boot.")
+    _lookup(j)
+    j.asks(2, ToolCall("c2", "create_ticket", {"summary": "laptop does not boot"}))
+    j.tool("tool/2/0/create_ticket", "TICKET-1039", write=True)
+    answer = Message("assistant", "Ticket filed: TICKET-1039")
+    j.model(3, answer)
+    j.add("run.completed", data={"message": answer.to_dict()})
+    j.outcome(Status.COMPLETED, message=answer)
+
+    j = JournalWriter(store, "billing-1042", T0 + 600)
+    j.start(INPUT)
+    _lookup(j)
+    pending = j.asks(2, ticket)
+    j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
+
+    j = JournalWriter(store, "vpn-1043", T0 + 300)
+    j.start("The VPN rejects my token.")
+    _lookup(j)
+    pending = j.asks(2, ToolCall("c2", "create_ticket", {"summary": "reset VPN token"}))
+    j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
+    j.signal("approve", {"marker": pending[0].marker}, "alice", "urgent")
+    j.tool("tool/2/0/create_ticket", None, write=True)
+    j.outcome(Status.INDETERMINATE, step="tool/2/0/create_ticket")
+
+    j = JournalWriter(store, "refund-1041", T0 + 1200)
+    j.start("Refund my last invoice.")
+    j.add("step.started", "llm/1", "model")
+    j.outcome(Status.FAILED, error="model call failed: 503 Service Unavailable")
+
+    j = JournalWriter(store, "wifi-1046", T0 + 2400)
+    j.start("Guest wifi for the visitors.")
+    _lookup(j)
+    pending = j.asks(2, ToolCall("c2", "create_ticket", {"summary": "guest wifi"}))
+    j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
+    j.signal("approve", {"marker": pending[0].marker}, "bob", None)
+    j.tool("tool/2/0/create_ticket", "TICKET-1046", write=True)
+
+    j = JournalWriter(store, "onboard-1047", T0 + 3000)
+    j.start("Set up accounts for a new hire.")
+
+    if markup:
+        j = JournalWriter(store, "markup-1048", T0 + 1800)
+        j.start("[bold]escalate[/bold] this")
+        _lookup(j)
+        pending = j.asks(2, ToolCall("c2", "create_ticket", dict(MARKUP_ARGS)))
+        j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
+
+    if corrupt:
+        j = JournalWriter(store, "broken-1040", T0 + 900)
+        j.start("Printer on floor 3 is jammed.")
+        j.add("step.started", "llm/1", "model")
+        j.add("step.completed", "llm/1", "model", Message("assistant", "On it.").to_dict())
+        path = store.path("broken-1040")
+        lines = path.read_bytes().split(b"\n")
+        lines[1] = lines[1].replace(b'"llm/1"', b'"llm/9"')  # the crc no longer matches
+        path.write_bytes(b"\n".join(lines))
+    return store
