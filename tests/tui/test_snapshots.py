@@ -23,7 +23,10 @@ def at(run_id: str | None = None, *keys: str) -> Any:
             await select(pilot, run_id)
         if keys:
             await pilot.press(*keys)
-        await pilot.pause()
+        # Tables size their columns when idle: under load one pause may come too early.
+        for _ in range(3):
+            await pilot.wait_for_scheduled_animations()
+            await pilot.pause()
 
     return before
 

@@ -7,6 +7,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 from typing import ClassVar
@@ -204,7 +205,7 @@ class SupervisorApp(App[int]):
         self.apply(await asyncio.to_thread(self._locked, self.tracker.recheck_leases))
 
     def _retime(self) -> None:
-        with self.batch_update():
+        with suppress(NoMatches), self.batch_update():  # NoMatches: shutting down
             self.table.retime(self.views, self.clock())
 
     def apply(self, changes: Changes, *, initial: bool = False) -> None:
@@ -252,7 +253,10 @@ class SupervisorApp(App[int]):
     @property
     def selected(self) -> RunView | None:
         """The view of the run under the table cursor."""
-        rid = self.table.selected_run
+        try:
+            rid = self.table.selected_run
+        except NoMatches:  # asked while the app shuts down
+            return None
         return self.views.get(rid) if rid is not None else None
 
     def _select(self, rid: str | None) -> None:
@@ -271,9 +275,10 @@ class SupervisorApp(App[int]):
     @on(DataTable.RowHighlighted, "#runs")
     def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
         rid = event.row_key.value
-        if rid != self.timeline.run_id:
-            self._select(rid)
-        self.refresh_bindings()
+        with suppress(NoMatches):  # a late highlight while the app shuts down
+            if rid != self.timeline.run_id:
+                self._select(rid)
+            self.refresh_bindings()
 
     @on(DataTable.RowSelected, "#runs")
     def _run_selected(self) -> None:

@@ -10,13 +10,15 @@ from durableagent import Record, RunStatus, RunView
 from .styles import clock
 from .summaries import summary, waiting_text
 
-COLUMNS = (
-    ("mark", " "),
-    ("seq", "seq"),
-    ("time", "time"),
-    ("type", "type"),
-    ("step", "step"),
-    ("summary", "summary"),
+# Fixed widths (None: as wide as the content) keep the columns still while records stream
+# in, instead of jumping each time a longer step name arrives.
+COLUMNS: tuple[tuple[str, str, int | None], ...] = (
+    ("mark", " ", 1),
+    ("seq", "seq", 5),
+    ("time", "time", 8),
+    ("type", "type", 9),
+    ("step", "step", 24),
+    ("summary", "summary", None),
 )
 # Short words keep the summary on screen in a narrow terminal.
 TYPE_WORDS = {
@@ -69,8 +71,8 @@ class Timeline(DataTable[Text]):
         self._resumed_at: int | None = None
 
     def on_mount(self) -> None:
-        for key, label in COLUMNS:
-            self.add_column(label, key=key)
+        for key, label, width in COLUMNS:
+            self.add_column(label, key=key, width=width)
 
     def record_at_cursor(self) -> Record | None:
         """The record under the cursor (None on a divider or an empty timeline)."""
