@@ -103,6 +103,7 @@ def test_corrupt_journal_is_a_status_not_an_exception(store: FileStore):
     view = view_store(store, "c1")
     assert view.status == RunStatus.CORRUPT
     assert view.error_line == 2 and "line 2" in view.error
+    assert view.error_reason.startswith("not JSON")
     assert view.needs_human
 
 

@@ -73,7 +73,8 @@ class RunView:
     started_at: float | None = None
     last_activity: float | None = None
     error: str = ""
-    error_line: int = 0
+    error_line: int = 0  # corrupt: the 1-based line that does not load
+    error_reason: str = ""  # corrupt: what is wrong with that line
     outcome: Outcome | None = None
     leased: bool = False
     signals: tuple[Record, ...] = field(default=())
@@ -204,14 +205,19 @@ def view_run(
 
 def view_store(store: Store, run_id: str) -> RunView:
     """Load and fold one run. A journal that does not load gives status ``corrupt`` with the
-    reason in ``.error`` (and ``.error_line``); it never raises for a bad journal. A bad run
+    message in ``.error`` (the line in ``.error_line``, what is wrong in ``.error_reason``); it
+    never raises for a bad journal. A bad run
     id still raises InvalidRunIdError: that is the caller's mistake, not the journal's."""
     check_run_id(run_id)
     try:
         records = store.load(run_id)
     except DurableAgentError as e:
         return RunView(
-            run_id=run_id, status=RunStatus.CORRUPT, error=str(e), error_line=getattr(e, "line", 0)
+            run_id=run_id,
+            status=RunStatus.CORRUPT,
+            error=str(e),
+            error_line=getattr(e, "line", 0),
+            error_reason=getattr(e, "reason", ""),
         )
     return view_run(
         records,

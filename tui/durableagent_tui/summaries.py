@@ -82,9 +82,7 @@ def signal_text(data: dict[str, Any]) -> str:
 def waiting_text(view: RunView) -> str:
     """What the run waits on; a corrupt journal as ``line N: reason`` (the short form)."""
     if view.status == RunStatus.CORRUPT and view.error_line:
-        # CorruptJournalError's text is "... at line N: REASON; the file was left ...".
-        reason = view.error.partition(f"line {view.error_line}: ")[2].partition("; ")[0]
-        return f"line {view.error_line}: {reason or view.error}"
+        return f"line {view.error_line}: {view.error_reason or view.error}"
     return view.waiting_on
 
 
