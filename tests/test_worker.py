@@ -18,11 +18,11 @@ from _child_agents import gated, lines
 from durableagent import FileStore, Message, RunStatus, submit, view_store
 from durableagent import signal as send_signal
 from durableagent.record import RUN_COMPLETED, STEP_STARTED
+from durableagent.store import run_of_path
 from durableagent.worker import (
     Attempts,
     Worker,
     WorkerThread,
-    _run_id_of,
     backoff_delay,
     note_failure,
     read_attempts,
@@ -123,14 +123,14 @@ def test_backoff_doubles_from_base_and_stops_at_the_cap() -> None:
 
 def test_changed_files_map_to_their_run(tmp_path: Path) -> None:
     root = tmp_path
-    assert _run_id_of(root, str(root / "a-1.jsonl")) == "a-1"
-    assert _run_id_of(root, str(root / ".outcomes" / "a-1.json")) == "a-1"
-    assert _run_id_of(root, str(root / ".leases" / "a-1.lock")) == "a-1"
-    assert _run_id_of(root, str(root / ".worker" / "a-1.json")) == "a-1"
-    assert _run_id_of(root, str(root / ".outcomes" / ".a-1.json.77.tmp")) is None
-    assert _run_id_of(root, str(root / ".demo" / "tickets.json")) is None
-    assert _run_id_of(root, str(root / "notes.txt")) is None
-    assert _run_id_of(root, str(root / "-bad.jsonl")) is None
+    assert run_of_path(root, str(root / "a-1.jsonl")) == "a-1"
+    assert run_of_path(root, str(root / ".outcomes" / "a-1.json")) == "a-1"
+    assert run_of_path(root, str(root / ".leases" / "a-1.lock")) == "a-1"
+    assert run_of_path(root, str(root / ".worker" / "a-1.json")) == "a-1"
+    assert run_of_path(root, str(root / ".outcomes" / ".a-1.json.77.tmp")) is None
+    assert run_of_path(root, str(root / ".demo" / "tickets.json")) is None
+    assert run_of_path(root, str(root / "notes.txt")) is None
+    assert run_of_path(root, str(root / "-bad.jsonl")) is None
 
 
 def test_failure_count_is_shared_and_a_signal_starts_it_again(store: FileStore) -> None:

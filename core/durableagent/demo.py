@@ -41,7 +41,7 @@ from .model import ScriptedModel
 from .outcome import Status
 from .run import Config, run, submit
 from .run import signal as send_signal
-from .store import FileStore
+from .store import FileStore, write_atomically
 from .tools import Result, Tool
 from .view import view_store
 from .worker import Agent, note_failure
@@ -164,14 +164,7 @@ def _add_item(root: Path, name: str, make: Callable[[int], dict[str, Any]]) -> d
         items = read_list(root, name)
         item = make(len(items) + 1)
         items.append(item)
-        path = folder / f"{name}.json"
-        tmp = folder / f".{name}.json.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(items, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        write_atomically(folder / f"{name}.json", (json.dumps(items, indent=2) + "\n").encode())
     finally:
         os.close(lock)
     return item

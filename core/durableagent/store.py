@@ -8,6 +8,7 @@ import json
 import os
 import re
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -335,19 +336,9 @@ class FileStore:
     # -- outcomes ----------------------------------------------------------------------------
 
     def save_outcome(self, run_id: str, outcome: Outcome) -> None:
-        """Write the last attempt's outcome atomically (temp file, fsync, rename)."""
-        path = self._outcome_path(run_id)
-        path.parent.mkdir(exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        """Write the last attempt's outcome atomically."""
         data = json.dumps(outcome.to_dict(), ensure_ascii=False).encode()
-        fd = os.open(tmp, _O_WRITE | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        write_atomically(self._outcome_path(run_id), data)
 
     def last_outcome(self, run_id: str) -> Outcome | None:
         """The last attempt's outcome; None when there is none or it does not parse (it is
@@ -360,6 +351,47 @@ class FileStore:
 
     def _outcome_path(self, run_id: str) -> Path:
         return self.root / ".outcomes" / f"{check_run_id(run_id)}.json"
+
+
+WORKER_DIR = ".worker"  # the worker's per-run failure counts
+# The per-run files of a store, by folder (the journal sits in the root itself).
+_RUN_FILES = {".leases": ".lock", ".outcomes": ".json", WORKER_DIR: ".json"}
+
+
+def run_of_path(root: Path, path: str | os.PathLike[str]) -> str | None:
+    """The run a file of the store at ``root`` belongs to: its journal, lease, outcome or
+    worker failure count; None for anything else (temp files included). ``root`` must be
+    resolved (absolute), as the paths a file watcher reports are."""
+    p = Path(path)
+    name, parent = p.name, p.parent
+    if name.startswith("."):
+        return None
+    if parent == root:
+        suffix = ".jsonl"
+    elif parent.parent == root and parent.name in _RUN_FILES:
+        suffix = _RUN_FILES[parent.name]
+    else:
+        return None
+    run_id = name[: -len(suffix)] if name.endswith(suffix) else ""
+    return run_id if valid_run_id(run_id) else None
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a reader sees the old file or the new one, never
+    a part: a temp file beside it (named per process and thread), fsynced, renamed over it,
+    then the folder fsynced. Creates the folder when it is missing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, _O_WRITE | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
 def _pread_all(fd: int, n: int, offset: int) -> bytes:

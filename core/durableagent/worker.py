@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import threading
 import time
 from contextlib import suppress
@@ -29,12 +28,12 @@ from .errors import RunBusyError, RunStopped
 from .gate import PolicyGate
 from .loop import AgentConfig
 from .run import Config, run
-from .store import FileStore, valid_run_id
+from .store import WORKER_DIR, FileStore, run_of_path, write_atomically
 from .view import RunStatus, RunView, view_store
 
 log = logging.getLogger("durableagent.worker")
 
-ATTEMPTS_DIR = ".worker"
+ATTEMPTS_DIR = WORKER_DIR
 
 
 @dataclass(frozen=True)
@@ -82,11 +81,7 @@ def read_attempts(root: Path, run_id: str) -> Attempts | None:
 
 
 def _write_attempts(root: Path, run_id: str, attempts: Attempts) -> None:
-    path = _attempts_path(root, run_id)
-    path.parent.mkdir(exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(attempts.__dict__))
-    os.replace(tmp, path)
+    write_atomically(_attempts_path(root, run_id), json.dumps(attempts.__dict__).encode())
 
 
 def reset_attempts(root: Path, run_id: str) -> bool:
@@ -217,7 +212,7 @@ class Worker:
         root = self.store.root.resolve()
 
         def relevant(change: watchfiles.Change, path: str) -> bool:
-            return _run_id_of(root, path) is not None
+            return run_of_path(root, path) is not None
 
         try:
             async for changes in watchfiles.awatch(
@@ -229,7 +224,7 @@ class Worker:
                 rust_timeout=500,
             ):
                 for _, path in changes:
-                    run_id = _run_id_of(root, path)
+                    run_id = run_of_path(root, path)
                     if run_id is not None:
                         self._dirty.add(run_id)
                 self._wake.set()
@@ -386,22 +381,6 @@ class WorkerThread:
                 self._loop.call_soon_threadsafe(stop_event.set)
         self._thread.join(self.worker.grace + 5 if timeout is None else timeout)
         return not self._thread.is_alive()
-
-
-def _run_id_of(root: Path, path: str) -> str | None:
-    """The run a changed file belongs to: its journal, outcome, lease or failure count."""
-    p = Path(path)
-    parent = p.parent
-    name = p.name
-    if parent == root:
-        run_id = name[: -len(".jsonl")] if name.endswith(".jsonl") else None
-    elif parent.parent == root and parent.name in (".outcomes", ".leases", ATTEMPTS_DIR):
-        if name.startswith("."):  # a temp file of an atomic write; its rename follows
-            return None
-        run_id = name.rpartition(".")[0]
-    else:
-        return None
-    return run_id if run_id is not None and valid_run_id(run_id) else None
 
 
 __all__ = [

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from tuihelpers import loaded, make_app, select, until
 
 from durableagent import FileStore, RunStatus, Status, ToolCall, signal
@@ -220,6 +221,25 @@ async def test_record_appended_by_another_process_appears_without_a_key(sample: 
         await until(pilot, lambda: app.timeline.row_count == 8)
         assert status_of(app, "billing-1042") == "○ ready"
         assert "approve tool/2/0/create_ticket by carol" in app.timeline.get_row("8")[5].plain
+
+
+async def test_a_store_given_as_a_relative_path_is_watched_too(
+    sample: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The watcher reports absolute paths: a relative --store (the demo's default) must match.
+    monkeypatch.chdir(sample.parent)
+    app = make_app(Path(sample.name), live=True)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await pilot.pause(0.6)  # past the settle-time rescan: only a watch event can help now
+        before = app.table.row_count
+        code = (
+            "import sys; from durableagent import FileStore, Message, submit\n"
+            "submit(FileStore(sys.argv[1]), 'late-2000', [Message('user', 'hi')])\n"
+        )
+        subprocess.run([sys.executable, "-c", code, str(sample)], check=True)
+        await until(pilot, lambda: app.table.row_count == before + 1)
+        assert status_of(app, "late-2000") == "○ ready"
 
 
 async def test_lease_taken_and_released_shows_running_then_not(sample: Path) -> None:

@@ -21,7 +21,8 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from durableagent import RunStatus, RunView, valid_run_id
+from durableagent import RunStatus, RunView
+from durableagent.store import run_of_path
 
 from .actions import Decision, Pin, write_decision
 from .detail import RecordDetail
@@ -30,7 +31,7 @@ from .header import StoreHeader
 from .runs_table import RunsTable
 from .styles import LOOKS, RANK
 from .timeline import Timeline
-from .tracker import Changes, StoreTracker, run_of
+from .tracker import Changes, StoreTracker
 
 # watchfiles groups a burst of writes: wait for 20 ms of quiet, at most 60 ms.
 DEBOUNCE_MS = 60
@@ -73,12 +74,13 @@ class SupervisorApp(App[int]):
         keeps pictures stable."""
         super().__init__()
         self.cursor_blink = cursor_blink
-        self.root = Path(root)
+        # Resolved: the watcher reports absolute paths, and they are matched against it.
+        self.root = Path(root).resolve()
         self.read_only = read_only
         self.poll = poll
         self.live = live
         self.clock = clock
-        self.label = label if label is not None else str(self.root)
+        self.label = label if label is not None else str(root)
         self.tracker = StoreTracker(self.root)
         self.views: dict[str, RunView] = {}
         self.resumed: dict[str, int | None] = {}
@@ -168,8 +170,7 @@ class SupervisorApp(App[int]):
         subdirs = {str(root / ".leases"), str(root / ".outcomes")}
 
         def wanted(_change: object, path: str) -> bool:
-            rid = run_of(path, root)
-            return path in subdirs or (rid is not None and valid_run_id(rid))
+            return path in subdirs or run_of_path(root, path) is not None
 
         # awatch registers its watch only once iterated: a write landing between the rescan
         # above and that moment makes no event, so look once more when the watch is up.
@@ -188,7 +189,7 @@ class SupervisorApp(App[int]):
                     # Files made in a brand-new directory can beat its watch: look at all.
                     await self._rescan()
                     continue
-                ids = {rid for path in paths if (rid := run_of(path, root))}
+                ids = {rid for path in paths if (rid := run_of_path(root, path))}
                 # Refreshing off the loop while awatch keeps collecting coalesces a burst.
                 changes = await asyncio.to_thread(self._locked, partial(self.tracker.refresh, ids))
                 self.apply(changes)

@@ -198,16 +198,3 @@ def _size(path: Path) -> int:
         return os.stat(path).st_size
     except OSError:
         return 0
-
-
-def run_of(path: str, root: Path) -> str | None:
-    """The run a changed file belongs to: a journal, a lease or an outcome; None otherwise."""
-    p = Path(path)
-    name = p.name
-    if p.parent == root and name.endswith(".jsonl"):
-        return name[:-6]
-    if p.parent.parent == root and p.parent.name == ".leases" and name.endswith(".lock"):
-        return name[:-5]
-    if p.parent.parent == root and p.parent.name == ".outcomes" and name.endswith(".json"):
-        return name[:-5] if not name.startswith(".") else None
-    return None
