@@ -74,6 +74,13 @@ class Timeline(DataTable[Text]):
         for key, label, width in COLUMNS:
             self.add_column(label, key=key, width=width)
 
+    def _banner(self, glyph: str, word: str, style: str, summary: Text, *, key: str) -> None:
+        """A row that is not a record (the corrupt notice, the resumed divider)."""
+        empty = Text("")
+        self.add_row(
+            Text(glyph, style=style), empty, empty, Text(word, style=style), empty, summary, key=key
+        )
+
     def record_at_cursor(self) -> Record | None:
         """The record under the cursor (None on a divider or an empty timeline)."""
         if self.view is None or not self.row_count:
@@ -104,12 +111,10 @@ class Timeline(DataTable[Text]):
         if view.status == RunStatus.CORRUPT:
             self.clear()
             self._marks.clear()
-            self.add_row(
-                Text("⊘", style="bold magenta"),
-                Text(""),
-                Text(""),
-                Text("corrupt", style="bold magenta"),
-                Text(""),
+            self._banner(
+                "⊘",
+                "corrupt",
+                "bold magenta",
                 Text(f"journal does not load: {waiting_text(view)}"),
                 key=CORRUPT,
             )
@@ -120,16 +125,9 @@ class Timeline(DataTable[Text]):
             old = self._marks.get(key)
             if old is None:
                 if resumed_at is not None and record.seq == resumed_at + 1:
-                    self.add_row(
-                        Text("↻", style="bold cyan"),
-                        Text(""),
-                        Text(""),
-                        Text("resumed", style="bold cyan"),
-                        Text(""),
-                        Text(
-                            f"records up to seq {resumed_at} are replayed, not re-run", style="cyan"
-                        ),
-                        key=RESUMED,
+                    summary = f"records up to seq {resumed_at} are replayed, not re-run"
+                    self._banner(
+                        "↻", "resumed", "bold cyan", Text(summary, style="cyan"), key=RESUMED
                     )
                 self.add_row(
                     mark,
