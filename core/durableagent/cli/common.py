@@ -1,0 +1,112 @@
+"""What every agentrun command shares: refusals, opening the store, and how journal text is
+made safe and short for a terminal."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..labels import STATUS_GLYPH
+from ..store import FileStore
+from ..view import RunView
+
+DEFAULT_STORE = "./runs"
+DEFAULT_DEMO_STORE = "./agentrun-demo"
+
+
+class Refused(Exception):
+    """A command that cannot do what was asked: exit 1 with this message."""
+
+
+class Usage(Exception):
+    """Bad usage found after parsing: exit 2 with the usage line."""
+
+
+@dataclass(frozen=True)
+class Parents:
+    """The option groups several commands share (argparse parent parsers)."""
+
+    store: argparse.ArgumentParser
+    json: argparse.ArgumentParser
+    by: argparse.ArgumentParser
+
+
+def parents() -> Parents:
+    """Build the shared option groups."""
+    store = argparse.ArgumentParser(add_help=False)
+    store.add_argument(
+        "--store",
+        default=None,
+        metavar="DIR",
+        help="the store directory (default: $AGENTRUN_STORE, else ./runs)",
+    )
+    as_json = argparse.ArgumentParser(add_help=False)
+    as_json.add_argument("--json", action="store_true", help="print JSON")
+    by = argparse.ArgumentParser(add_help=False)
+    by.add_argument("--by", default=None, help="who decides (default: your login name)")
+    by.add_argument("--reason", default=None, help="why (recorded in the journal)")
+    return Parents(store, as_json, by)
+
+
+def default_store() -> str:
+    """``$AGENTRUN_STORE``, else ``./runs``."""
+    return os.environ.get("AGENTRUN_STORE") or DEFAULT_STORE
+
+
+def login_name() -> str | None:
+    """Who signs a decision when --by is not given."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return None
+
+
+def open_store(args: argparse.Namespace) -> FileStore:
+    """The store named by --store; read commands never create one."""
+    return FileStore(args.store, create=False)
+
+
+def clean(text: object) -> str:
+    """Journal text made safe for a terminal: control characters (escape sequences could
+    restyle or rewrite the screen) are shown escaped, never interpreted."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in s)
+
+
+def one_line(text: object, width: int = 72) -> str:
+    """``text`` on one line, cut to ``width`` characters."""
+    s = clean(str(text).replace("\n", " "))
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def args_text(arguments: Any) -> str:
+    """A tool call's arguments as compact JSON, safe for a terminal."""
+    return clean(json.dumps(arguments, ensure_ascii=False, sort_keys=True))
+
+
+def stamp(at: float | None) -> str:
+    """A local date and time, ``-`` when unknown."""
+    return "-" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def dump(value: Any) -> str:
+    """JSON for --json output. ensure_ascii: no raw control or bidi characters from a
+    journal reach the terminal."""
+    return json.dumps(value, sort_keys=False)
+
+
+def status_word(view: RunView) -> str:
+    """``▲ awaiting_approval``: a glyph beside every status word."""
+    return f"{STATUS_GLYPH[view.status]} {view.status}"
+
+
+def no_run(run_id: str, store: FileStore) -> Refused:
+    """The refusal for a run id the store does not hold."""
+    return Refused(f"no run {run_id!r} in {store.root}; see 'agentrun ls'")

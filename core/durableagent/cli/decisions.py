@@ -1,0 +1,109 @@
+"""The decision commands: ``approve``, ``deny``, ``reconcile`` and ``retry``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..journal import Reconcile
+from ..record import Record
+from ..run import signal
+from ..store import check_run_id
+from ..view import RunStatus, view_store
+from .common import Parents, Refused, Usage, clean, no_run, open_store
+
+
+def _signal(args: argparse.Namespace, name: str, payload: Any) -> Record:
+    return signal(open_store(args), args.run, name, payload, by=args.by or None, reason=args.reason)
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    """Approve one pending call (by marker) or, with --all, every pending call."""
+    if args.all == bool(args.marker):
+        raise Usage("approve needs a MARKER or --all (not both)")
+    if not args.all:
+        _signal(args, "approve", {"marker": args.marker})
+        print(f"approved {args.marker}")
+        return 0
+    store = open_store(args)
+    check_run_id(args.run)
+    view = view_store(store, args.run)
+    if not view.records and view.status != RunStatus.CORRUPT:
+        raise no_run(args.run, store)
+    if not view.pending:
+        raise Refused(f"run {args.run} has no pending approvals (it is {view.status})")
+    for p in view.pending:
+        _signal(args, "approve", {"marker": p.marker})
+        print(f"approved {clean(p.marker)}")
+    return 0
+
+
+def cmd_deny(args: argparse.Namespace) -> int:
+    """Deny one pending call; the model reads the reason."""
+    _signal(args, "deny", {"marker": args.marker})
+    print(f"denied {args.marker}")
+    return 0
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    """Settle an indeterminate write: it happened (--done RESULT) or run it again (--retry)."""
+    if args.done is not None:
+        payload = Reconcile(args.step, "done", args.done)
+    else:
+        payload = Reconcile(args.step, "retry")
+    _signal(args, "reconcile", payload)
+    print(f"reconciled {args.step} as {payload.outcome}; a worker will resume {args.run}")
+    return 0
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    """Give a failed run a fresh budget of worker attempts."""
+    from ..worker import reset_attempts
+
+    store = open_store(args)
+    check_run_id(args.run)
+    view = view_store(store, args.run)
+    if view.status != RunStatus.FAILED:
+        if not view.records and view.status != RunStatus.CORRUPT:
+            raise no_run(args.run, store)
+        raise Refused(f"run {args.run} is {view.status}, not failed: nothing to retry")
+    reset_attempts(store.root, args.run)
+    print(f"run {args.run} will be retried by the next worker that looks (within a second)")
+    return 0
+
+
+def register(sub: Any, parents: Parents) -> None:
+    """Add approve, deny, reconcile and retry to the subcommands."""
+    common, by = parents.store, parents.by
+    s = sub.add_parser("approve", parents=[common, by], help="approve a pending tool call")
+    s.add_argument("run", metavar="RUN")
+    s.add_argument("marker", metavar="MARKER", nargs="?", help="as printed by 'agentrun show'")
+    s.add_argument("--all", action="store_true", help="approve every pending call of the run")
+    s.set_defaults(fn=cmd_approve)
+
+    s = sub.add_parser("deny", parents=[common, by], help="deny a pending tool call")
+    s.add_argument("run", metavar="RUN")
+    s.add_argument("marker", metavar="MARKER")
+    s.set_defaults(fn=cmd_deny)
+
+    s = sub.add_parser("reconcile", parents=[common, by], help="settle an indeterminate write")
+    s.add_argument("run", metavar="RUN")
+    s.add_argument("step", metavar="STEP")
+    how = s.add_mutually_exclusive_group(required=True)
+    how.add_argument("--done", metavar="RESULT", help="it happened; RESULT is what it produced")
+    how.add_argument("--retry", action="store_true", help="it did not happen; run it again")
+    s.set_defaults(fn=cmd_reconcile)
+
+    s = sub.add_parser(
+        "retry",
+        parents=[common],
+        help="let workers retry a failed run that used up its attempts",
+        description=(
+            "Workers retry a failed run with exponential backoff until it has failed "
+            "--max-attempts times (counted for all workers in <store>/.worker/), then leave "
+            "it failed. Fix the cause, then run this: it clears the count and the next worker "
+            "tries again within a second. Any new signal on the run clears it too."
+        ),
+    )
+    s.add_argument("run", metavar="RUN")
+    s.set_defaults(fn=cmd_retry)

@@ -1,0 +1,256 @@
+"""The run commands: ``ls``, ``show`` and ``submit``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from ..labels import ATTENTION_RANK, ago
+from ..messages import Message
+from ..record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
+from ..run import submit
+from ..store import FileStore, check_run_id
+from ..view import RunStatus, RunView, view_store
+from .common import (
+    Parents,
+    Refused,
+    args_text,
+    clean,
+    dump,
+    no_run,
+    one_line,
+    open_store,
+    stamp,
+    status_word,
+)
+
+
+def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
+    """A RunView as plain JSON (what ``show --json`` prints)."""
+    d: dict[str, Any] = {
+        "run_id": view.run_id,
+        "status": str(view.status),
+        "needs_human": view.needs_human,
+        "waiting_on": view.waiting_on,
+        "steps": len(view.steps),
+        "model_calls": view.model_calls,
+        "started_at": view.started_at,
+        "last_activity": view.last_activity,
+        "last_seq": view.last_seq,
+        "error": view.error,
+        "pending": [p.to_dict() for p in view.pending],
+        "indeterminate": None,
+        "answer": None if view.answer is None else view.answer.to_dict(),
+        "leased": view.leased,
+    }
+    if view.indeterminate is not None:
+        s = view.indeterminate
+        d["indeterminate"] = {
+            "step": s.name,
+            "tool": s.call.name if s.call else None,
+            "arguments": s.call.arguments if s.call else None,
+            "started_at": s.started_at,
+            "attempts": s.attempts,
+        }
+    if records:
+        d["input"] = [m.to_dict() for m in view.input]
+        d["step_views"] = [
+            {
+                "name": s.name,
+                "kind": s.kind,
+                "write": s.write,
+                "started": s.started,
+                "completed": s.completed,
+                "result": s.result,
+                "attempts": s.attempts,
+                "started_at": s.started_at,
+                "completed_at": s.completed_at,
+                "call": None if s.call is None else s.call.to_dict(),
+            }
+            for s in view.steps
+        ]
+        d["records"] = [r.to_dict() for r in view.records]
+        d["outcome"] = None if view.outcome is None else view.outcome.to_dict()
+    return d
+
+
+def load_views(store: FileStore) -> list[RunView]:
+    views = [view_store(store, i) for i in store.run_ids()]
+    views.sort(key=lambda v: (ATTENTION_RANK[v.status], -(v.last_activity or 0.0), v.run_id))
+    return views
+
+
+# -- read commands --------------------------------------------------------------------------
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    """List runs, needs-attention first."""
+    store = open_store(args)
+    views = load_views(store)
+    if args.status:
+        views = [v for v in views if v.status in args.status]
+    if args.json:
+        for v in views:
+            print(dump(view_dict(v, records=False)))
+        return 0
+    if not views:
+        print(f"no runs in {store.root}" + (" with that status" if args.status else ""))
+        return 0
+    now = time.time()
+    rows = [("STATUS", "RUN", "STEPS", "MODEL CALLS", "WAITING ON", "LAST ACTIVITY")]
+    for v in views:
+        rows.append(
+            (
+                status_word(v),
+                v.run_id,
+                str(len(v.steps)),
+                str(v.model_calls),
+                one_line(v.waiting_on, 60) or "-",
+                ago(v.last_activity, now),
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+    return 0
+
+
+def _describe(r: Record) -> str:
+    data = r.data if isinstance(r.data, dict) else {}
+    if r.type == RUN_STARTED:
+        msgs = data.get("input") or []
+        first = msgs[0].get("content", "") if msgs and isinstance(msgs[0], dict) else ""
+        return f"input: {one_line(first)}"
+    if r.type == STEP_STARTED:
+        return "write" if data.get("write") else ""
+    if r.type == STEP_COMPLETED:
+        if r.kind == "model":
+            calls = data.get("tool_calls") or []
+            if calls:
+                return "asks " + ", ".join(
+                    f"{clean(c.get('name'))}({one_line(args_text(c.get('arguments')), 60)})"
+                    for c in calls
+                    if isinstance(c, dict)
+                )
+            return f"answer: {one_line(data.get('content', ''))}"
+        error = " (error)" if data.get("is_error") else ""
+        return f"result{error}: {one_line(data.get('content', ''))}"
+    if r.type == SIGNAL:
+        payload = data.get("payload") or {}
+        what = clean(data.get("name"))
+        if what == "reconcile":
+            what += f" {clean(payload.get('outcome'))}"
+            if payload.get("result") is not None:
+                what += f": {one_line(payload.get('result'), 40)}"
+        else:
+            what += f" {clean(payload.get('marker'))}"
+        if data.get("by"):
+            what += f" by {clean(data['by'])}"
+        if data.get("reason"):
+            what += f" ({one_line(data['reason'], 60)})"
+        return what
+    if r.type == RUN_COMPLETED:
+        msg = data.get("message") or {}
+        return f"answer: {one_line(msg.get('content', '') if isinstance(msg, dict) else '')}"
+    return ""
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    """Print one run: its timeline and what it waits on."""
+    store = open_store(args)
+    check_run_id(args.run)
+    view = view_store(store, args.run)
+    if view.status == RunStatus.CORRUPT:
+        raise Refused(view.error)
+    if not view.records:
+        raise no_run(args.run, store)
+    if args.json:
+        print(dump(view_dict(view)))
+        return 0
+    print(f"run      {view.run_id}")
+    print(f"status   {status_word(view)}")
+    print(f"started  {stamp(view.started_at)}")
+    print(f"last     {stamp(view.last_activity)}")
+    print(f"steps    {len(view.steps)}, model calls {view.model_calls}")
+    print()
+    print("timeline")
+    for r in view.records:
+        when = time.strftime("%H:%M:%S", time.localtime(r.at))
+        step = clean(r.step) if r.step else ""
+        desc = _describe(r)
+        print(f"  {r.seq:>4}  {when}  {r.type:<14} {step:<28} {desc}".rstrip())
+    print()
+    run = view.run_id
+    if view.status == RunStatus.AWAITING_APPROVAL:
+        print(f"waiting for approval ({len(view.pending)}):")
+        for p in view.pending:
+            print(f"  marker     {clean(p.marker)}")
+            print(f"  tool       {clean(p.tool)}")
+            print(f"  arguments  {args_text(p.arguments)}")
+            print()
+        print(f"approve:  agentrun approve {run} MARKER   (or --all)")
+        print(f"deny:     agentrun deny {run} MARKER --reason WHY")
+    elif view.status == RunStatus.INDETERMINATE and view.indeterminate is not None:
+        s = view.indeterminate
+        print(f"indeterminate: write step {clean(s.name)} started and never recorded a result")
+        if s.call is not None:
+            print(f"  tool       {clean(s.call.name)}")
+            print(f"  arguments  {args_text(s.call.arguments)}")
+        print("it may or may not have happened: check the external system, then")
+        print(f"  agentrun reconcile {run} {clean(s.name)} --done RESULT   (it happened)")
+        print(f"  agentrun reconcile {run} {clean(s.name)} --retry         (it did not)")
+        from ..demo import demo_dir, is_demo_store
+
+        if is_demo_store(store.root):
+            print(f"(demo: the ticket system is {demo_dir(store.root) / 'tickets.json'})")
+    elif view.status == RunStatus.FAILED:
+        print(f"failed: {clean(view.error)}")
+        print(f"fix the cause, then: agentrun retry {run}")
+    elif view.status == RunStatus.COMPLETED and view.answer is not None:
+        print(f"answer: {clean(view.answer.content)}")
+    elif view.status == RunStatus.READY:
+        print("ready: a worker will resume it (agentrun worker --agent MODULE:ATTR)")
+    elif view.status == RunStatus.RUNNING:
+        holder = store.lease_holder(run) or {}
+        who = f" (pid {holder['pid']} on {holder['host']})" if "pid" in holder else ""
+        print(f"running: a worker holds its lease{clean(who)}")
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    """Record a new run's input for a worker to execute."""
+    if not args.text.strip():
+        raise Refused("the run's text is empty: say what the agent should do")
+    store = FileStore(args.store)
+    check_run_id(args.run)
+    known = bool(store.load(args.run))
+    submit(store, args.run, [Message("user", args.text)])
+    if known:
+        print(f"run {args.run} was already submitted with this text; nothing changed")
+    else:
+        print(f"submitted {args.run}; a worker will pick it up")
+    return 0
+
+
+def register(sub: Any, parents: Parents) -> None:
+    """Add ls, show and submit to the subcommands."""
+    s = sub.add_parser(
+        "ls", parents=[parents.store, parents.json], help="list runs, needs-attention first"
+    )
+    s.add_argument(
+        "--status",
+        action="append",
+        choices=[str(x) for x in RunStatus],
+        help="only runs with this status (repeatable)",
+    )
+    s.set_defaults(fn=cmd_ls)
+
+    s = sub.add_parser("show", parents=[parents.store, parents.json], help="one run's timeline")
+    s.add_argument("run", metavar="RUN")
+    s.set_defaults(fn=cmd_show)
+
+    s = sub.add_parser("submit", parents=[parents.store], help="submit a new run for a worker")
+    s.add_argument("run", metavar="RUN")
+    s.add_argument("text", metavar="TEXT", help="the user's request")
+    s.set_defaults(fn=cmd_submit)

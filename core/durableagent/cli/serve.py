@@ -1,0 +1,203 @@
+"""The long-running commands: ``worker``, ``tui`` and ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import logging
+import os
+import shutil
+import signal as signals
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..store import FileStore
+from .common import DEFAULT_DEMO_STORE, Parents, Refused, Usage, open_store
+from .runs import cmd_ls
+
+
+def load_agent(spec: str, root: Path) -> Any:
+    """``module:attr`` → an Agent. ``attr`` is an Agent, or a function returning one, called
+    with no arguments or with the store's path."""
+    from ..worker import Agent
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise Usage(f"--agent wants MODULE:ATTR (e.g. myagents:helpdesk), not {spec!r}")
+    # Like `python -m`, let modules in the current directory be found.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise Refused(f"cannot import {module_name!r}: {e}") from None
+    obj = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise Refused(f"module {module_name!r} has no attribute {attr!r}") from None
+    if not isinstance(obj, Agent) and callable(obj):
+        params = inspect.signature(obj).parameters
+        obj = obj(root) if params else obj()
+    if not isinstance(obj, Agent):
+        raise Refused(
+            f"{spec} is {type(obj).__name__}, not a durableagent.Agent (or a function "
+            "returning one)"
+        )
+    return obj
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """Serve the store until SIGINT/SIGTERM."""
+    from ..worker import Worker
+
+    store = FileStore(args.store)
+    agent = load_agent(args.agent, store.root)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    if not args.verbose:  # watchfiles logs every batch of changes at INFO
+        logging.getLogger("watchfiles").setLevel(logging.WARNING)
+    try:
+        worker = Worker(
+            agent,
+            store,
+            concurrency=args.concurrency,
+            max_attempts=args.max_attempts,
+            backoff=args.backoff,
+            max_backoff=args.max_backoff,
+            grace=args.grace,
+            rescan=args.rescan,
+            debounce=args.debounce,
+        )
+    except ValueError as e:
+        raise Usage(str(e)) from None
+
+    async def serve() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signals.SIGINT, signals.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        print(f"agentrun worker: serving {store.root} (pid {os.getpid()})", file=sys.stderr)
+        await worker.serve(stop)
+        print("agentrun worker: stopped", file=sys.stderr)
+
+    asyncio.run(serve())
+    return 0
+
+
+def _run_tui() -> Callable[..., int]:
+    # Imported here, never at module level: the core must load without textual.
+    try:
+        run_tui = getattr(importlib.import_module("durableagent_tui"), "run_tui", None)
+    except ImportError as e:
+        run_tui, why = None, str(e)
+    else:
+        why = "durableagent_tui has no run_tui"
+    if not callable(run_tui):
+        raise Refused(
+            f"the terminal UI is not available ({why}); reinstall durableagent with its "
+            "dependencies, or use 'agentrun ls' and 'agentrun show'"
+        )
+    return run_tui  # type: ignore[no-any-return]
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    """Open the terminal UI on the store."""
+    store = open_store(args)
+    run_tui = _run_tui()
+    return int(run_tui(store.root, read_only=args.read_only, poll=args.poll))
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Build (or reuse) the demo store, start a worker for it and open the TUI."""
+    from ..demo import build_demo_store, demo_agent, is_demo_store
+    from ..worker import Worker, WorkerThread
+
+    root = Path(args.store if args.store is not None else DEFAULT_DEMO_STORE)
+    has_content = root.exists() and (not root.is_dir() or any(root.iterdir()))
+    if has_content and args.fresh:
+        if not is_demo_store(root):
+            raise Refused(f"{root} is not a demo store; --fresh only deletes demo stores")
+        shutil.rmtree(root)
+        has_content = False
+    if has_content:
+        if not is_demo_store(root):
+            raise Refused(
+                f"{root} is not empty and not a demo store: pick another --store directory"
+            )
+        print(f"reusing the demo store at {root} (--fresh rebuilds it)")
+    else:
+        print(f"building the demo store at {root} ...")
+        build_demo_store(root)
+    store = FileStore(root, create=False)
+    if args.no_tui:
+        args.status = None
+        args.json = False
+        args.store = str(root)
+        return cmd_ls(args)
+    run_tui = _run_tui()
+    # The TUI owns the terminal: the worker's log must not write over it.
+    worker_log = logging.getLogger("durableagent.worker")
+    worker_log.addHandler(logging.NullHandler())
+    worker_log.propagate = False
+    thread = WorkerThread(
+        Worker(demo_agent(root), store, backoff=2.0, grace=5.0, rescan=2.0)
+    ).start()
+    try:
+        return int(run_tui(root))
+    finally:
+        if not thread.stop():
+            print("agentrun demo: the worker did not stop in time", file=sys.stderr)
+
+
+def register(sub: Any, parents: Parents) -> None:
+    """Add worker, tui and demo to the subcommands."""
+    common = parents.store
+    s = sub.add_parser(
+        "worker",
+        parents=[common],
+        help="resume ready runs until stopped",
+        description=(
+            "Resume every ready run of the store and retry failed ones, watching the store "
+            "for submissions and signals. MODULE:ATTR names a durableagent.Agent, or a "
+            "function returning one (called with the store's path when it takes an "
+            "argument); the current directory is searched first. SIGINT/SIGTERM stop it "
+            "gracefully: no new step starts, steps in flight get --grace seconds."
+        ),
+    )
+    s.add_argument("--agent", required=True, metavar="MODULE:ATTR", help="the Agent to run")
+    s.add_argument("--concurrency", type=int, default=4, help="runs at once (default 4)")
+    s.add_argument("--max-attempts", type=int, default=3, help="tries of a failing run")
+    s.add_argument("--backoff", type=float, default=1.0, help="first retry delay, seconds")
+    s.add_argument("--max-backoff", type=float, default=60.0, help="longest retry delay")
+    s.add_argument("--grace", type=float, default=10.0, help="seconds for steps in flight")
+    s.add_argument("--rescan", type=float, default=5.0, help="full rescan every N seconds")
+    s.add_argument("--debounce", type=int, default=200, help="watch debounce, ms")
+    s.add_argument("-v", "--verbose", action="store_true", help="log every decision")
+    s.set_defaults(fn=cmd_worker)
+
+    s = sub.add_parser("tui", parents=[common], help="the terminal supervisor")
+    s.add_argument("--read-only", action="store_true", help="no approve/deny/reconcile")
+    s.add_argument("--poll", action="store_true", help="poll instead of watching files")
+    s.set_defaults(fn=cmd_tui)
+
+    s = sub.add_parser(
+        "demo",
+        help="a demo store with runs in every state, a worker and the TUI",
+        description=(
+            "Build a demo store (default ./agentrun-demo, not ./runs, so your own runs are "
+            "never touched), start a worker for the demo helpdesk agent and open the TUI."
+        ),
+    )
+    s.add_argument("--store", default=None, metavar="DIR", help=f"default {DEFAULT_DEMO_STORE}")
+    s.add_argument("--fresh", action="store_true", help="delete and rebuild the demo store")
+    s.add_argument("--no-tui", action="store_true", help="build, print 'ls' and exit")
+    s.set_defaults(fn=cmd_demo)
