@@ -17,7 +17,9 @@ from durableagent import (
     CorruptJournalError,
     DurabilityError,
     FileStore,
+    Outcome,
     Record,
+    Status,
     StoreError,
 )
 
@@ -55,10 +57,12 @@ def test_torn_tail_at_every_byte_offset_is_ignored_then_cut(tmp_path: Path, payl
     store = FileStore(tmp_path / "runs")
     lines = fill(store, "t", 4, payload)
     head, last = b"".join(lines[:-1]), lines[-1]
+    # Every cut short of the whole record (the whole record without its newline is kept:
+    # see test_a_whole_final_record_without_its_newline_is_kept).
     offsets = (
-        range(len(last))
+        range(len(last) - 1)
         if len(last) < 2000
-        else [*range(0, 300), *range(len(last) - 300, len(last))]
+        else [*range(0, 300), *range(len(last) - 300, len(last) - 1)]
     )
     path = store.path("t")
     for k in offsets:
@@ -83,17 +87,57 @@ def test_nul_filled_last_line_is_a_torn_tail(store: FileStore, newline: bytes):
     assert b"\0" not in path.read_bytes()
 
 
-def test_nul_block_in_the_middle_of_the_last_line_is_torn(store: FileStore):
+def test_a_nul_inside_the_last_line_is_corruption_not_a_tear(store: FileStore):
     lines = fill(store, "z", 3)
     last = bytearray(lines[-1])
     last[10:30] = b"\0" * 20
-    store.path("z").write_bytes(b"".join(lines[:-1]) + bytes(last))
-    assert [r.seq for r in store.load("z")] == [1, 2]
-    assert store.append("z", Record.make("signal", "s", "", {})).seq == 3
+    path = store.path("z")
+    path.write_bytes(b"".join(lines[:-1]) + bytes(last))
+    before = path.read_bytes()
+    with pytest.raises(CorruptJournalError) as e:
+        store.load("z")
+    assert e.value.line == 3
+    with pytest.raises(CorruptJournalError):
+        store.append("z", Record.make("signal", "s", "", {}))
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize("payload", ["x", "é" * 40_000], ids=["short", "past-the-tail-read"])
+@pytest.mark.parametrize("bit", [None, *range(8)], ids=["missing", *(f"bit{b}" for b in range(8))])
+def test_a_whole_final_record_without_its_newline_is_kept(
+    tmp_path: Path, payload: str, bit: int | None
+):
+    """An fsynced final record whose newline was lost (or flipped by one bit) is a complete
+    record: it loads, and the next append restores the newline instead of cutting it."""
+    store = FileStore(tmp_path / "runs")
+    lines = fill(store, "n", 3, payload)
+    path = store.path("n")
+    damaged = b"" if bit is None else bytes([ord("\n") ^ (1 << bit)])
+    path.write_bytes(b"".join(lines[:-1]) + lines[-1][:-1] + damaged)
+    assert [r.seq for r in store.load("n")] == [1, 2, 3]
+    assert store.load("n")[-1].data == {"p": payload}
+    assert store.append("n", Record.make("signal", "s", "", {"after": 1})).seq == 4
+    assert path.read_bytes().startswith(b"".join(lines))
+    assert [r.seq for r in store.load("n")] == [1, 2, 3, 4]
+    assert path.read_bytes().endswith(b"\n") and path.read_bytes().count(b"\n") == 4
+
+
+def test_a_whole_final_record_without_its_newline_is_kept_by_a_checked_append(store: FileStore):
+    lines = fill(store, "c", 2)
+    path = store.path("c")
+    path.write_bytes(b"".join(lines)[:-1])
+    seen: list[int] = []
+    store.append(
+        "c", Record.make("signal", "s", "", {}), check=lambda rs: seen.extend(r.seq for r in rs)
+    )
+    assert seen == [1, 2]
+    assert [r.seq for r in store.load("c")] == [1, 2, 3]
 
 
 @given(tail=st.binary(min_size=1, max_size=200).filter(lambda b: b"\n" not in b))
-@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_any_unterminated_garbage_tail_is_torn(tmp_path: Path, tail: bytes):
     store = FileStore(tmp_path / "g")
     path = store.path("g")
@@ -296,3 +340,73 @@ def test_two_processes_appending_500_each_lose_nothing(store: FileStore):
     assert [r.seq for r in recs] == list(range(1, 1001))
     for who in ("p1", "p2"):
         assert [r.data["i"] for r in recs if r.step == who] == list(range(500))
+
+
+def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Spy on os.fsync: the paths it is called on, in order."""
+    paths: list[str] = []
+    real = os.fsync
+
+    def spy(fd: int) -> None:
+        paths.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    return paths
+
+
+def test_creating_a_journal_fsyncs_it_then_its_folder(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch
+):
+    synced = fsynced(monkeypatch)
+    store.append("new", Record.make("run.started", data={"input": []}))
+    assert len(synced) == 2
+    assert synced[0].startswith(str(store.root) + "/.new.jsonl.")  # the temp file, whole
+    assert synced[1] == str(store.root)  # then the folder that now names it
+    assert [p.name for p in store.root.iterdir()] == ["new.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "write, folder",
+    [
+        (lambda s: s.save_outcome("r", Outcome(Status.FAILED, error="new")), ".outcomes"),
+        (lambda s: s.write_failures("r", {"failures": 2}), ".worker"),
+    ],
+    ids=["outcome", "failures"],
+)
+def test_store_files_are_replaced_through_an_fsynced_temp_file_and_folder(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch, write, folder: str
+):
+    write(store)
+    synced = fsynced(monkeypatch)
+    write(store)
+    where = str(store.root / folder)
+    assert len(synced) == 2
+    assert synced[0].startswith(where + "/.") and synced[0].endswith(".tmp")
+    assert synced[1] == where
+
+
+@pytest.mark.parametrize("folder", [".outcomes", ".worker"])
+def test_a_store_file_write_that_fails_halfway_leaves_the_old_file_whole(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch, folder: str
+):
+    store.save_outcome("r", Outcome(Status.FAILED, error="old"))
+    store.write_failures("r", {"failures": 1})
+    real = os.write
+
+    def half(fd: int, data) -> int:
+        if len(data) > 8:
+            return real(fd, bytes(data)[: len(data) // 2])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half)
+    with pytest.raises(StoreError, match="No space left"):
+        if folder == ".outcomes":
+            store.save_outcome("r", Outcome(Status.FAILED, error="new" * 100))
+        else:
+            store.write_failures("r", {"failures": 2, "error": "new" * 100})
+    monkeypatch.undo()
+    outcome = store.last_outcome("r")
+    assert outcome is not None and outcome.error == "old"
+    assert store.read_failures("r") == {"failures": 1}
+    assert [p.name for p in (store.root / folder).iterdir()] == ["r.json"]

@@ -76,7 +76,9 @@ def test_path_like_ids_are_refused_everywhere(tmp_path: Path, bad: str):
 
 
 @given(st.text(max_size=140) | st.from_regex(SPEC, fullmatch=True))
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 def test_nothing_is_ever_written_outside_the_root(tmp_path: Path, run_id: str):
     root = tmp_path / "store" / "runs"
     store = FileStore(root)

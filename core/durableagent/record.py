@@ -91,6 +91,17 @@ def _crc_ok(line: bytes) -> bool:
     return b"%08x" % zlib.crc32(b"}", zlib.crc32(memoryview(line)[:-_CRC_TAIL])) == line[-10:-2]
 
 
+def is_whole_record(piece: bytes) -> bool:
+    """True when ``piece`` (no newline) ends in a crc member that matches: the bytes are
+    exactly what a store wrote for one record."""
+    return (
+        len(piece) > _CRC_TAIL
+        and piece.endswith(b'"}')
+        and piece[-_CRC_TAIL:-10] == _CRC_PREFIX
+        and _crc_ok(piece)
+    )
+
+
 def decode_line(line: bytes) -> Record:
     """Parse one line (without its newline), checking its crc when it has one."""
     if line[-_CRC_TAIL:-10] == _CRC_PREFIX:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import fcntl
 import json
 import os
 import re
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,11 +25,14 @@ from .errors import (
     StoreError,
 )
 from .outcome import Outcome
-from .record import LineError, Record, decode_line, encode_line, line_seq
+from .record import LineError, Record, decode_line, encode_line, is_whole_record, line_seq
 
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-_O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
-_O_WRITE = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: a FIFO named like a journal must not hang a reader (the mode is checked after
+# open); it changes nothing for regular files.
+_O_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_O_WRITE = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 Check = Callable[[list[Record]], None]
 
@@ -54,7 +59,7 @@ class Store(Protocol):
 
     def run_ids(self) -> list[str]: ...
 
-    def lease(self, run_id: str) -> AbstractContextManager[None]: ...
+    def lease(self, run_id: str) -> AbstractContextManager[Lease]: ...
 
     def is_leased(self, run_id: str) -> bool: ...
 
@@ -66,12 +71,21 @@ class Store(Protocol):
 def split_journal(data: bytes) -> tuple[list[bytes], int]:
     """The complete lines of ``data`` and the byte length they span.
 
-    A torn tail is left out: a final piece without its newline, and a final line holding NUL
-    bytes (a block a power loss left zero-filled). Neither was ever acknowledged.
+    A torn tail is left out: it was never acknowledged. That is a final piece without its
+    newline, unless the piece is a whole record whose crc matches (an fsynced record whose
+    newline was lost or flipped: it is kept, and the next append writes the newline); and a
+    final line that ends in NUL bytes (a block a power loss left zero-filled). A NUL anywhere
+    else is not a tear: the line is reported as corrupt when it is parsed.
     """
     lines = data.split(b"\n")
-    good = len(data) - len(lines.pop())
-    if lines and b"\0" in lines[-1]:
+    piece = lines.pop()
+    good = len(data) - len(piece)
+    if piece:
+        for whole in (piece, piece[:-1]):
+            if is_whole_record(whole):
+                lines.append(whole)
+                return lines, good + len(whole)
+    if lines and lines[-1].endswith(b"\0"):
         good -= len(lines.pop()) + 1
     return lines, good
 
@@ -95,9 +109,42 @@ def parse_lines(
     return records
 
 
+class Lease:
+    """A held run lease. Released when its ``with`` block ends, unless :meth:`keep_until` handed
+    it to a step that is still running: then it is released when that step really ends, so no
+    other runner can start the run while the step can still act."""
+
+    def __init__(self, run_id: str, owner: str, fd: int, epoch: int = 0) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.epoch = epoch
+        self._fd: int | None = fd
+        self.kept = False
+
+    def keep_until(self, step: asyncio.Future[Any]) -> None:
+        """Hold the lease past the ``with`` block until ``step`` is done."""
+        self.kept = True
+        step.add_done_callback(lambda _: self.release())
+
+    def release(self) -> None:
+        """Free the lease (idempotent): an empty lock file means free; the lock goes with
+        the close."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with suppress(OSError):
+                os.ftruncate(fd, 0)
+            os.close(fd)
+
+
 class FileStore:
     """The embedded store: ``<root>/<run_id>.jsonl``, leases under ``.leases/``, outcomes
-    under ``.outcomes/``. Safe for several processes at once (flock)."""
+    under ``.outcomes/``, the worker's failure counts under ``.worker/``. Safe for several
+    processes at once (flock).
+
+    Nothing it writes leaves the root: the folders and the files in them are opened relative
+    to the root without following symlinks, and a folder or file that is a symlink is refused
+    with a StoreError. An entry that is not a regular file (a directory or a FIFO named like a
+    journal) makes that one run corrupt, never the store: it is never read or blocked on."""
 
     def __init__(self, root: str | os.PathLike[str], *, create: bool = True) -> None:
         self.root = Path(root)
@@ -109,8 +156,11 @@ class FileStore:
                     f"no store at {self.root}: pass --store DIR (or set AGENTRUN_STORE), "
                     "or submit a run to create it"
                 )
-            self.root.mkdir(parents=True, exist_ok=True)
-            _fsync_dir(self.root.parent)
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                _fsync_dir(self.root.parent)
+            except OSError as e:
+                raise StoreError(f"cannot create the store {self.root}: {e.strerror}") from None
         self._prefix = os.path.join(self.root, "")  # str paths: pathlib costs µs per append
 
     def __repr__(self) -> str:
@@ -139,11 +189,9 @@ class FileStore:
         (it was replaced: load it again)."""
         path = self._journal(run_id)
         try:
-            fd = os.open(path, _O_READ)
+            fd = self._open_regular(path, _O_READ)
         except FileNotFoundError:
             return [], offset
-        except OSError as e:
-            raise self._open_error(path, e) from None
         try:
             size = os.fstat(fd).st_size
             if size < offset:
@@ -152,6 +200,10 @@ class FileStore:
         finally:
             os.close(fd)
         lines, good = split_journal(data)
+        if good and data[good - 1 : good] != b"\n":
+            # A kept final record without its newline: read it again once the newline is
+            # there, so the offset always ends on a line boundary.
+            good -= len(lines.pop())
         return parse_lines(run_id, lines, next_seq, next_seq), offset + good
 
     def run_ids(self) -> list[str]:
@@ -160,28 +212,58 @@ class FileStore:
             names = os.listdir(self.root)
         except FileNotFoundError:
             return []
+        except OSError as e:
+            raise StoreError(f"cannot list the store {self.root}: {e.strerror}") from None
         ids = [n[:-6] for n in names if n.endswith(".jsonl")]
         return sorted(i for i in ids if valid_run_id(i))
 
     def _read(self, run_id: str) -> bytes | None:
         path = self._journal(run_id)
         try:
-            fd = os.open(path, _O_READ)
+            fd = self._open_regular(path, _O_READ)
         except FileNotFoundError:
             return None
-        except OSError as e:
-            raise self._open_error(path, e) from None
         try:
             return _pread_all(fd, os.fstat(fd).st_size, 0)
+        except OSError as e:
+            raise StoreError(f"cannot read {path}: {e.strerror}") from None
         finally:
             os.close(fd)
 
-    def _open_error(self, path: str | Path, e: OSError) -> StoreError:
+    def _open_regular(
+        self, path: str, flags: int, mode: int = 0o644, *, dir_fd: int | None = None
+    ) -> int:
+        """Open a file that must be a regular file (``path`` relative to ``dir_fd`` when
+        given, a folder of the root); FileNotFoundError passes through, every other problem
+        is a StoreError naming the file."""
+        shown = path if dir_fd is None else _fd_path(dir_fd, path)
+        try:
+            fd = os.open(path, flags, mode, dir_fd=dir_fd)
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise self._open_error(shown, e) from None
+        try:
+            kind = stat.S_IFMT(os.fstat(fd).st_mode)
+        except OSError as e:
+            os.close(fd)
+            raise self._open_error(path, e) from None
+        if kind != stat.S_IFREG:
+            os.close(fd)
+            what = _KINDS.get(kind, "not a regular file")
+            raise StoreError(f"{shown} is {what}, not a store file: move it out of the store")
+        return fd
+
+    def _open_error(self, shown: str | Path, e: OSError) -> StoreError:
         if e.errno == errno.ELOOP:
-            return StoreError(f"{path} is a symlink; journals must be regular files")
+            return StoreError(f"{shown} is a symlink; store files must be regular files")
+        if e.errno == errno.EISDIR:
+            return StoreError(
+                f"{shown} is a directory, not a journal file: move it out of the store"
+            )
         if e.errno == errno.ENOENT:
             return StoreError(f"store directory {self.root} does not exist")
-        return StoreError(f"cannot open {path}: {e.strerror}")
+        return StoreError(f"cannot open {shown}: {e.strerror}")
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -189,35 +271,36 @@ class FileStore:
         """Append ``record`` with the next seq; durable when it returns.
 
         ``check(records)`` runs under the journal's exclusive lock and may raise to refuse the
-        append; a refused append changes nothing (not even creating the file)."""
+        append; a refused append changes nothing. A new journal appears only with its first
+        complete record (written aside, fsynced, then linked into place)."""
         path = self._journal(run_id)
-        created = False
-        try:
-            fd = os.open(path, _O_WRITE)
-        except FileNotFoundError:
+        while True:
+            try:
+                fd = self._open_regular(path, _O_WRITE)
+                break
+            except FileNotFoundError:
+                pass
             if check is not None:
                 check([])
-            try:
-                fd = os.open(path, _O_WRITE | os.O_CREAT, 0o644)
-            except OSError as e:
-                raise self._open_error(path, e) from None
-            created = True
-        except OSError as e:
-            raise self._open_error(path, e) from None
+            line = self._encode(record, 1)
+            if self._create(path, line):
+                return Record(1, record.type, record.step, record.kind, record.data, record.at)
+            # Another process created the journal meanwhile: append to it as usual.
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
             if check is not None:
-                lines, good = split_journal(_pread_all(fd, size, 0))
+                data = _pread_all(fd, size, 0)
+                lines, good = split_journal(data)
                 records = parse_lines(run_id, lines)
                 check(records)
                 last = records[-1].seq if records else 0
+                newline = good > 0 and data[good - 1 : good] != b"\n"
             else:
-                good, last = self._last_seq(run_id, fd, size)
-            try:
-                line = encode_line(record, last + 1)
-            except ValueError as e:
-                raise StoreError(f"cannot record {record.type} {record.step!r}: {e}") from None
+                good, last, newline = self._last_seq(run_id, fd, size)
+            line = self._encode(record, last + 1)
+            if newline:
+                line = b"\n" + line  # the kept final record lost its newline: restore it
             if good < size:
                 os.ftruncate(fd, good)  # cut the torn tail; made durable by the fsync below
             self._write(path, fd, line, good)
@@ -228,11 +311,53 @@ class FileStore:
                     f"fsync of {path} failed ({e.strerror}); the record may be lost: "
                     "reload the run from disk, do not retry the append"
                 ) from None
-            if created:
-                _fsync_dir(self.root)
         finally:
             os.close(fd)
         return Record(last + 1, record.type, record.step, record.kind, record.data, record.at)
+
+    @staticmethod
+    def _encode(record: Record, seq: int) -> bytes:
+        try:
+            return encode_line(record, seq)
+        except ValueError as e:
+            raise StoreError(f"cannot record {record.type} {record.step!r}: {e}") from None
+
+    def _create(self, path: str, line: bytes) -> bool:
+        """Make a new journal holding ``line``: write it to a temp file, fsync, link it into
+        place, fsync the folder. False when the journal already exists (nothing written)."""
+        tmp = f"{self._prefix}.{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.new"
+        try:
+            fd = os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644
+            )
+        except OSError as e:
+            raise self._open_error(tmp, e) from None
+        try:
+            try:
+                _write_all(fd, line)
+            except OSError as e:
+                raise StoreError(f"cannot create {path}: {e.strerror}") from None
+            try:
+                os.fsync(fd)
+            except OSError as e:
+                raise DurabilityError(
+                    f"fsync of {tmp} failed ({e.strerror}); nothing was recorded"
+                ) from None
+            os.close(fd)
+            fd = -1
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            except OSError as e:
+                raise StoreError(f"cannot create {path}: {e.strerror}") from None
+            _fsync_dir(self.root)
+            return True
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            with suppress(OSError):
+                os.unlink(tmp)
 
     def _write(self, path: str, fd: int, line: bytes, at: int) -> None:
         try:
@@ -244,8 +369,9 @@ class FileStore:
             _truncate_quietly(fd, at)
             raise StoreError(f"short write to {path} ({n} of {len(line)} bytes); cut back")
 
-    def _last_seq(self, run_id: str, fd: int, size: int) -> tuple[int, int]:
-        """(length to keep, seq of the last complete line), reading only the file's tail."""
+    def _last_seq(self, run_id: str, fd: int, size: int) -> tuple[int, int, bool]:
+        """(length to keep, seq of the last complete line, whether that line lacks its
+        newline), reading only the file's tail."""
         chunk = 4096
         while True:
             start = max(0, size - chunk)
@@ -262,27 +388,30 @@ class FileStore:
                 continue
             begin = cut + 1  # 0 when the chunk holds the whole file
             lines, good = split_journal(buf[begin:])
+            keep = start + begin + good
             if not lines:
-                return start + begin + good, 0
+                return keep, 0, False
+            newline = buf[begin + good - 1 : begin + good] != b"\n"
             try:
                 seq = line_seq(lines[-1])
             except LineError as e:
-                lineno = _count_lines(fd, start + begin + good)
+                lineno = _count_lines(fd, keep)
                 raise CorruptJournalError(run_id, lineno, str(e)) from None
-            return start + begin + good, seq
+            return keep, seq, newline
 
     # -- leases ------------------------------------------------------------------------------
 
     @contextmanager
-    def lease(self, run_id: str) -> Iterator[None]:
+    def lease(self, run_id: str) -> Iterator[Lease]:
         """Hold the run's lease while executing it. Raises RunBusyError at once when anyone
         (another process, or another lease() in this one) holds it. Not re-entrant."""
-        path = self._lease_path(run_id)
-        path.parent.mkdir(exist_ok=True)
-        try:
-            fd = os.open(path, _O_WRITE | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise self._open_error(path, e) from None
+        name = f"{check_run_id(run_id)}.lock"
+        with self._folder(LEASES_DIR, create=True) as dfd:
+            assert dfd is not None
+            try:
+                fd = self._open_regular(name, _O_WRITE | os.O_CREAT, dir_fd=dfd)
+            except FileNotFoundError as e:
+                raise self._open_error(f"{LEASES_DIR}/{name}", e) from None
         try:
             # A supervisor's is_leased() probe holds a shared lock for microseconds: retry.
             for attempt in range(3):
@@ -293,25 +422,37 @@ class FileStore:
                     if attempt == 2:
                         raise RunBusyError(run_id, _holder_text(fd)) from None
                     time.sleep(0.002)
-            holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        except BaseException:
+            os.close(fd)  # not ours: leave the holder's name as it is
+            raise
+        lease = Lease(run_id, f"{socket.gethostname()}:{os.getpid()}", fd)
+        holder = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+        try:
             os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(holder).encode(), 0)
-            try:
-                yield
-            finally:
-                os.ftruncate(fd, 0)  # empty means free; the lock itself goes with the close
+            _write_all(fd, json.dumps(holder).encode())
+        except OSError as e:
+            lease.release()
+            raise StoreError(
+                f"cannot take the lease of run {run_id!r} in {self.root}: {e.strerror}"
+            ) from None
+        try:
+            yield lease
         finally:
-            os.close(fd)
+            if not lease.kept:
+                lease.release()
 
     def is_leased(self, run_id: str) -> bool:
         """True while anyone holds the run's lease."""
-        path = self._lease_path(run_id)
+        name = f"{check_run_id(run_id)}.lock"
         try:
-            if os.stat(path).st_size == 0:
-                return False  # released cleanly (a holder writes its name at once)
-            fd = os.open(path, _O_READ)
-        except FileNotFoundError:
-            return False
+            with self._folder(LEASES_DIR, create=False) as dfd:
+                if dfd is None:
+                    return False
+                if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_size == 0:
+                    return False  # released cleanly (a holder writes its name at once)
+                fd = self._open_regular(name, _O_READ, dir_fd=dfd)
+        except (OSError, StoreError):
+            return False  # no lock file, or one no runner could have taken (see lease())
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -324,33 +465,149 @@ class FileStore:
         """Who holds the lease (pid, host, since), or None when it is free."""
         if not self.is_leased(run_id):
             return None
-        path = self._lease_path(run_id)
         try:
-            return dict(json.loads(path.read_bytes()))
-        except (OSError, ValueError, TypeError):
+            data = self._read_file(LEASES_DIR, f"{run_id}.lock")
+            return dict(json.loads(data or b""))
+        except (StoreError, ValueError, TypeError):
             return None
 
-    def _lease_path(self, run_id: str) -> Path:
-        return self.root / ".leases" / f"{check_run_id(run_id)}.lock"
-
-    # -- outcomes ----------------------------------------------------------------------------
+    # -- outcomes and the worker's failure counts ----------------------------------------------
 
     def save_outcome(self, run_id: str, outcome: Outcome) -> None:
         """Write the last attempt's outcome atomically."""
         data = json.dumps(outcome.to_dict(), ensure_ascii=False).encode()
-        write_atomically(self._outcome_path(run_id), data)
+        self._write_file(OUTCOMES_DIR, f"{check_run_id(run_id)}.json", data)
 
     def last_outcome(self, run_id: str) -> Outcome | None:
         """The last attempt's outcome; None when there is none or it does not parse (it is
         informational: replay never reads it)."""
-        path = self._outcome_path(run_id)
+        name = f"{check_run_id(run_id)}.json"
         try:
-            return Outcome.from_dict(json.loads(path.read_bytes()))
-        except (OSError, ValueError, KeyError, TypeError):
+            data = self._read_file(OUTCOMES_DIR, name)
+            return None if data is None else Outcome.from_dict(json.loads(data))
+        except (StoreError, ValueError, KeyError, TypeError):
             return None
 
-    def _outcome_path(self, run_id: str) -> Path:
-        return self.root / ".outcomes" / f"{check_run_id(run_id)}.json"
+    def read_failures(self, run_id: str) -> dict[str, Any] | None:
+        """The worker's failure bookkeeping of the run (shared by every worker on the store),
+        or None when there is none or it does not parse (it is advisory)."""
+        name = f"{check_run_id(run_id)}.json"
+        try:
+            data = self._read_file(WORKER_DIR, name)
+            value = None if data is None else json.loads(data)
+        except (StoreError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def write_failures(self, run_id: str, failures: dict[str, Any]) -> None:
+        """Replace the run's failure bookkeeping atomically."""
+        self._write_file(WORKER_DIR, f"{check_run_id(run_id)}.json", json.dumps(failures).encode())
+
+    def clear_failures(self, run_id: str) -> bool:
+        """Forget the run's failures; True when there were some."""
+        name = f"{check_run_id(run_id)}.json"
+        with self._folder(WORKER_DIR, create=False) as dfd:
+            if dfd is None:
+                return False
+            try:
+                os.unlink(name, dir_fd=dfd)
+            except FileNotFoundError:
+                return False
+            except OSError as e:
+                raise StoreError(
+                    f"cannot remove {self.root}/{WORKER_DIR}/{name}: {e.strerror}"
+                ) from None
+        return True
+
+    # -- the folders under the root ------------------------------------------------------------
+
+    @contextmanager
+    def _folder(self, name: str, *, create: bool) -> Iterator[int | None]:
+        """An fd of ``<root>/<name>``, opened without following a symlink (None when it is
+        missing and ``create`` is False). A symlink or a non-directory is a StoreError: files
+        are only ever written inside the root."""
+        try:
+            root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as e:
+            raise self._open_error(self.root, e) from None
+        try:
+            try:
+                fd = os.open(name, _O_DIR, dir_fd=root)
+            except FileNotFoundError:
+                if not create:
+                    fd = None
+                else:
+                    try:
+                        os.mkdir(name, 0o755, dir_fd=root)
+                        os.fsync(root)
+                    except FileExistsError:
+                        pass
+                    except OSError as e:
+                        raise StoreError(
+                            f"cannot create {self.root}/{name}: {e.strerror}"
+                        ) from None
+                    fd = self._open_folder(name, root)
+            except OSError as e:
+                raise self._folder_error(name, e) from None
+        finally:
+            os.close(root)
+        try:
+            yield fd
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+    def _open_folder(self, name: str, root: int) -> int:
+        try:
+            return os.open(name, _O_DIR, dir_fd=root)
+        except OSError as e:
+            raise self._folder_error(name, e) from None
+
+    def _folder_error(self, name: str, e: OSError) -> StoreError:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            return StoreError(
+                f"{self.root}/{name} is a symlink or not a directory; the store only writes "
+                "inside its own folder: replace it with a plain directory"
+            )
+        return StoreError(f"cannot open {self.root}/{name}: {e.strerror}")
+
+    def _read_file(self, folder: str, name: str) -> bytes | None:
+        """A small file under ``<root>/<folder>``; None when it (or the folder) is missing."""
+        with self._folder(folder, create=False) as dfd:
+            if dfd is None:
+                return None
+            try:
+                fd = self._open_regular(name, _O_READ, dir_fd=dfd)
+            except FileNotFoundError:
+                return None
+        try:
+            return _pread_all(fd, os.fstat(fd).st_size, 0)
+        except OSError as e:
+            raise StoreError(f"cannot read {self.root}/{folder}/{name}: {e.strerror}") from None
+        finally:
+            os.close(fd)
+
+    def _write_file(self, folder: str, name: str, data: bytes) -> None:
+        """Replace ``<root>/<folder>/<name>`` atomically (see :func:`write_atomically`)."""
+        with self._folder(folder, create=True) as dfd:
+            assert dfd is not None
+            try:
+                _replace_in(dfd, name, data)
+            except OSError as e:
+                raise StoreError(
+                    f"cannot write {self.root}/{folder}/{name}: {e.strerror}"
+                ) from None
+
+
+LEASES_DIR = ".leases"
+OUTCOMES_DIR = ".outcomes"
+_KINDS = {
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
 
 
 WORKER_DIR = ".worker"  # the worker's per-run failure counts
@@ -379,19 +636,39 @@ def run_of_path(root: Path, path: str | os.PathLike[str]) -> str | None:
 def write_atomically(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` so that a reader sees the old file or the new one, never
     a part: a temp file beside it (named per process and thread), fsynced, renamed over it,
-    then the folder fsynced. Creates the folder when it is missing."""
+    then the folder fsynced. Creates the folder when it is missing. On any failure the temp
+    file is removed and the old file is left whole."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, _O_WRITE | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        _replace_in(fd, path.name, data)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+
+
+def _replace_in(dir_fd: int, name: str, data: bytes) -> None:
+    """write_atomically inside the folder ``dir_fd``; never follows a symlink."""
+    tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(tmp, flags, 0o644, dir_fd=dir_fd)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp, dir_fd=dir_fd)
+        raise
+    os.fsync(dir_fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _pread_all(fd: int, n: int, offset: int) -> bytes:
@@ -422,6 +699,14 @@ def _holder_text(fd: int) -> str:
         return f"pid {h['pid']} on {h['host']}"
     except (OSError, ValueError, KeyError, TypeError):
         return ""
+
+
+def _fd_path(dir_fd: int, name: str) -> str:
+    """The path of ``name`` in the open folder ``dir_fd``, for messages."""
+    try:
+        return os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), name)
+    except OSError:
+        return name
 
 
 def _fsync_dir(path: Path) -> None:
