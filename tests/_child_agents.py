@@ -83,3 +83,72 @@ def slow(root: Path) -> Agent:
     tool = Tool("slow_write", "a slow write", {"type": "object"}, slow_write)
     gate = PolicyGate(writes={"slow_write"}, approve=())
     return Agent(AgentConfig(ScriptedModel(reply), [tool]), gate)
+
+
+def gate_file(root: Path, name: str, timeout: float = 30.0) -> None:
+    """Block until the test creates ``<root>/.side/<name>`` (a step held open on purpose)."""
+    path = root / ".side" / name
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.01)
+
+
+def race(root: Path) -> Agent:
+    """One turn asks two calls at once: a read held open until ``.side/go``, then a ticket (a
+    write that needs approval) held open until ``.side/go-write``. Then the answer names
+    both results."""
+
+    def reply(messages: Sequence[Message]) -> Message:
+        done = [m for m in messages if m.role == "tool"]
+        if not done:
+            calls = (
+                ToolCall("r1", "slow_lookup", {"topic": "access"}),
+                ToolCall("w1", "create_ticket", {"summary": _request(messages)}),
+            )
+            return Message("assistant", tool_calls=calls)
+        return Message("assistant", " | ".join(m.content for m in done))
+
+    def slow_lookup(args: dict[str, Any]) -> str:
+        note(root, "lookups", "begin")
+        gate_file(root, "go")
+        return "access needs a ticket"
+
+    def create_ticket(args: dict[str, Any]) -> str:
+        note(root, "tickets", "begin")
+        gate_file(root, "go-write")
+        note(root, "tickets", "end")
+        return "TICKET-1"
+
+    tools = [
+        Tool("slow_lookup", "look up a policy", {"type": "object"}, slow_lookup),
+        Tool("create_ticket", "file a ticket", {"type": "object"}, create_ticket),
+    ]
+    return Agent(AgentConfig(ScriptedModel(reply), tools), PolicyGate(writes={"create_ticket"}))
+
+
+def flaky(root: Path) -> Agent:
+    """One turn asks a lookup (a read that always fails, noting each attempt) and a ticket (a
+    write that needs approval)."""
+
+    def reply(messages: Sequence[Message]) -> Message:
+        calls = (
+            ToolCall("r1", "lookup", {"topic": "access"}),
+            ToolCall("w1", "create_ticket", {"summary": _request(messages)}),
+        )
+        return Message("assistant", tool_calls=calls)
+
+    def lookup(args: dict[str, Any]) -> str:
+        note(root, "attempts", repr(time.time()))
+        raise ConnectionError("the policy service is down")
+
+    def create_ticket(args: dict[str, Any]) -> str:
+        note(root, "tickets", "filed")
+        return "TICKET-1"
+
+    tools = [
+        Tool("lookup", "look up a policy", {"type": "object"}, lookup),
+        Tool("create_ticket", "file a ticket", {"type": "object"}, create_ticket),
+    ]
+    return Agent(AgentConfig(ScriptedModel(reply), tools), PolicyGate(writes={"create_ticket"}))

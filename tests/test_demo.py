@@ -122,7 +122,7 @@ async def test_the_demo_story_with_a_worker(tmp_path: Path) -> None:
         assert [m["to"] for m in read_list(root, "outbox")] == ["manager@example.com"]
 
         (demo_dir(root) / SERVICE_DOWN).unlink()
-        reset_attempts(root, "vpn-access")  # what `agentrun retry vpn-access` does
+        reset_attempts(FileStore(root), "vpn-access")  # what `agentrun retry vpn-access` does
         await until("vpn-access", RunStatus.AWAITING_APPROVAL)
     finally:
         stop.set()

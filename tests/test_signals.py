@@ -179,3 +179,24 @@ async def test_a_signal_pinned_to_an_old_seq_is_refused_under_the_lock(
     assert (e.value.expected, e.value.actual) == (seen, seen + 1)
     assert "changed since you looked" in str(e.value)
     assert store.path("a1").read_bytes() == before
+
+
+async def test_deciding_on_a_call_whose_step_already_started_is_refused(
+    store: FileStore, side: Side
+):
+    config, marker = await waiting(store, side)
+    signal(store, "a1", "approve", {"marker": marker}, by="alice")
+
+    def dies(args):
+        side.note("tickets", "TICKET-1")
+        raise ConnectionError("reset after the ticket was filed")
+
+    from durableagent import AgentConfig, Config, Tool
+
+    tools = [Tool(t.name, fn=dies) if t.name == "create_ticket" else t for t in config.agent.tools]
+    broken = Config(AgentConfig(config.agent.model, tools), config.gate, store)
+    with pytest.raises(ConnectionError):
+        await run(broken, "a1", None)
+    assert view_store(store, "a1").status == RunStatus.INDETERMINATE
+    for name in ("approve", "deny"):
+        refused(store, "a1", name, {"marker": marker}, f"too late to {name}.*approved by alice")

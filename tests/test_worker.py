@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from _child_agents import gated, lines
+from procs import WorkerProcess, wait_for
 
 from durableagent import FileStore, Message, RunStatus, submit, view_store
 from durableagent import signal as send_signal
@@ -28,82 +28,6 @@ from durableagent.worker import (
     read_attempts,
     reset_attempts,
 )
-
-TESTS = Path(__file__).parent
-
-
-def child_env(**extra: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")]))
-    env.update(extra)
-    return env
-
-
-class WorkerProcess:
-    """``agentrun worker`` in a child process, its log in a file."""
-
-    def __init__(self, root: Path, agent: str, log: Path, *args: str, **env: str) -> None:
-        self.log = log
-        self._log_file = open(log, "w")  # noqa: SIM115 - closed when the child is reaped
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "durableagent.cli",
-                "worker",
-                "--agent",
-                f"_child_agents:{agent}",
-                "--store",
-                str(root),
-                "--rescan",
-                "0.5",
-                "--debounce",
-                "50",
-                *args,
-            ],
-            env=child_env(**env),
-            stdout=subprocess.DEVNULL,
-            stderr=self._log_file,
-        )
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise AssertionError(f"worker did not stop:\n{self.log.read_text()}") from None
-        finally:
-            self._log_file.close()
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self._log_file.close()
-
-
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
-    started: list[WorkerProcess] = []
-
-    def start(root: Path, agent: str, *args: str, **env: str) -> WorkerProcess:
-        w = WorkerProcess(root, agent, tmp_path / f"worker{len(started)}.log", *args, **env)
-        started.append(w)
-        return w
-
-    yield start
-    for w in started:
-        w.kill()
-
-
-def wait_for(what: Callable[[], bool], timeout: float = 10.0, why: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {why or what}")
-        time.sleep(0.02)
 
 
 def status(store: FileStore, run_id: str) -> RunStatus:
@@ -134,15 +58,14 @@ def test_changed_files_map_to_their_run(tmp_path: Path) -> None:
 
 
 def test_failure_count_is_shared_and_a_signal_starts_it_again(store: FileStore) -> None:
-    agent_root = store.root
     ask(store, "r")
     assert note_failure(store, "r", RuntimeError("boom")) == 1
     assert note_failure(store, "r", RuntimeError("boom")) == 2
-    got = read_attempts(agent_root, "r")
+    got = read_attempts(store, "r")
     assert isinstance(got, Attempts) and got.failures == 2 and "boom" in got.error
-    assert reset_attempts(agent_root, "r") is True
-    assert read_attempts(agent_root, "r") is None
-    assert reset_attempts(agent_root, "r") is False
+    assert reset_attempts(store, "r") is True
+    assert read_attempts(store, "r") is None
+    assert reset_attempts(store, "r") is False
 
 
 def test_bad_settings_are_refused(store: FileStore, tmp_path: Path) -> None:
@@ -290,3 +213,31 @@ def test_two_workers_run_twenty_approved_runs_each_exactly_once(
         assert [r.type for r in records].count(RUN_COMPLETED) == 1
         starts = [r.step for r in records if r.type == STEP_STARTED]
         assert starts == ["llm/1", "tool/1/0/create_ticket", "llm/2"], run_id
+
+
+def test_a_new_signal_gives_a_failed_run_a_fresh_budget(
+    store: FileStore, workers: Callable[..., WorkerProcess]
+) -> None:
+    ask(store, "f")
+    w = workers(store.root, "flaky", "--backoff", "0.2", "--max-attempts", "2")
+    wait_for(lambda: status(store, "f") == RunStatus.AWAITING_APPROVAL, why="the approval wait")
+    (pending,) = view_store(store, "f").pending
+    send_signal(store, "f", "approve", {"marker": pending.marker}, by="alice")
+    wait_for(lambda: len(lines(store.root, "attempts")) == 2, why="two failed attempts")
+    wait_for(lambda: status(store, "f") == RunStatus.FAILED, why="the run left failed")
+    time.sleep(0.8)  # past the next backoff: the budget is spent, no third attempt
+    assert len(lines(store.root, "attempts")) == 2
+    send_signal(store, "f", "deny", {"marker": pending.marker}, by="bob", reason="not now")
+    wait_for(lambda: len(lines(store.root, "attempts")) == 3, why="a fresh budget")
+    assert w.stop() == 0
+
+
+async def test_a_busy_run_never_counts_as_a_failure(store: FileStore) -> None:
+    ask(store, "b")
+    worker = Worker(gated(store.root), store, max_attempts=1)
+    with store.lease("b"):
+        await worker._execute("b")  # another runner holds it: RunBusyError, skipped
+    assert read_attempts(store, "b") is None
+    assert worker._attempts("b") is None
+    await worker._execute("b")  # free now: it runs, to its approval wait
+    assert status(store, "b") == RunStatus.AWAITING_APPROVAL

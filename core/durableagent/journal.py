@@ -29,6 +29,40 @@ class Reconcile:
         return {"step": self.step, "outcome": self.outcome, "result": self.result}
 
 
+def deny_reason(by: str | None, reason: str | None) -> str:
+    """What the model reads when a human denied its call."""
+    return f"denied by {by or 'a human'}" + (f": {reason}" if reason else "")
+
+
+def denial_of(marker: str, records: Iterable[Record]) -> str | None:
+    """The reason of the first deny signal for ``marker`` among ``records``, else None."""
+    for r in records:
+        if r.type == SIGNAL:
+            name, payload, by, why = signal_fields(r)
+            if name == "deny" and payload.get("marker") == marker:
+                return deny_reason(by, why)
+    return None
+
+
+class _DeniedMeanwhile(Exception):
+    """Internal: a deny for the call landed after the attempt loaded the journal."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+# Steps whose attempt ended (cancelled) while their function still runs: the lease guarding
+# each is kept until it finishes (see Lease.keep_until).
+_UNFINISHED: set[asyncio.Future[Any]] = set()
+
+
+def steps_still_running() -> int:
+    """How many steps of ended attempts in this process can still act (a tool thread that
+    outlived its cancelled attempt). A worker that must stop while this is non-zero exits the
+    process rather than let another runner start those runs."""
+    return sum(1 for f in _UNFINISHED if not f.done())
+
+
 class StepIndex:
     """What the records say about each step, updated as records arrive (one pass, no scans)."""
 
@@ -91,6 +125,9 @@ class Journal:
         self.records = records
         self.index = StepIndex(records)
         self.stop = stop
+        self.unfinished: asyncio.Future[Any] | None = None  # see steps_still_running
+        self._loaded = self.last_seq  # seqs up to here were loaded; later ones we appended
+        self._known: set[int] = set()  # or learnt of (see append)
 
     @property
     def last_seq(self) -> int:
@@ -99,7 +136,19 @@ class Journal:
     def is_recorded(self, name: str) -> bool:
         return name in self.index.completed
 
-    async def run_step(self, name: str, kind: StepKind, fn: StepFn, *, write: bool = False) -> Any:
+    async def run_step(
+        self,
+        name: str,
+        kind: StepKind,
+        fn: StepFn,
+        *,
+        write: bool = False,
+        marker: str | None = None,
+    ) -> Any:
+        """Run one step durably (SPEC §3). ``marker``, for a tool call, binds the start to the
+        human decisions: the step.started record is appended under the journal's lock only if
+        no deny for that marker has been recorded meanwhile; if one has, the call is refused
+        (an error result the model reads) and the tool is never called."""
         done = self.index.completed.get(name)
         if done is not None:
             return done.data
@@ -114,16 +163,82 @@ class Journal:
         if self.stop is not None and self.stop():
             raise RunStopped(name)
         started = {"write": write} if kind == StepKind.TOOL else {}
-        await self.append(Record.make(STEP_STARTED, name, kind, started))
-        value = await fn()
+        refusal = await self._start(name, kind, started, marker)
+        if refusal is not None:
+            return refusal
+        value = await self._call(fn)
         # The first execution returns what a replay would: the value passed through JSON.
         value = json.loads(json.dumps(value, allow_nan=False))
         return (await self.append(Record.make(STEP_COMPLETED, name, kind, value))).data
 
-    async def append(self, record: Record) -> Record:
-        """Append a record to the run's journal and to this view of it."""
+    async def _start(
+        self, name: str, kind: StepKind, started: dict[str, Any], marker: str | None
+    ) -> Any:
+        """Record the step's start; None when it may run. A deny for ``marker`` recorded
+        meanwhile refuses the call instead: its error result is recorded and returned."""
+        try:
+            await self.append(Record.make(STEP_STARTED, name, kind, started), unless_denied=marker)
+            return None
+        except _DeniedMeanwhile as e:
+            refused = Result(e.reason, is_error=True).to_dict()
+
+        async def refuse() -> Any:
+            return refused
+
+        return await self.run_step(name, kind, refuse)
+
+    async def _call(self, fn: StepFn) -> Any:
+        """Await the step's function in its own task, so that cancelling the attempt does not
+        pretend to stop it: a tool running in a thread goes on regardless. A cancelled attempt
+        leaves the task in ``unfinished`` for run() to keep the lease until it ends."""
+        task = asyncio.ensure_future(fn())
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                self.unfinished = task
+                _UNFINISHED.add(task)
+                task.add_done_callback(_UNFINISHED.discard)
+                task.add_done_callback(_retrieve)
+            raise
+
+    async def append(self, record: Record, *, unless_denied: str | None = None) -> Record:
+        """Append a record to the run's journal and to this view of it. ``unless_denied``
+        refuses the append (``_DeniedMeanwhile``) when a deny for that marker is recorded
+        after what this journal has seen. Records others appended meanwhile (signals) join
+        this view too."""
+        check = None
+        missed: list[Record] = []
+        if unless_denied is not None:
+            marker, loaded, known = unless_denied, self._loaded, self._known
+
+            def check(records: list[Record]) -> None:
+                missed[:] = [r for r in records[loaded:] if r.seq not in known]
+                reason = denial_of(marker, missed)
+                if reason is not None:
+                    raise _DeniedMeanwhile(reason)
+
         # fsync takes milliseconds: keep it off the event loop (a worker runs many runs on it).
-        stored = await asyncio.to_thread(self.store.append, self.run_id, record)
-        self.records.append(stored)
-        self.index.add(stored)
+        try:
+            stored = await asyncio.to_thread(self.store.append, self.run_id, record, check=check)
+        finally:
+            if missed:
+                self._learn(missed)
+        self._learn([stored])
         return stored
+
+    def _learn(self, records: list[Record]) -> None:
+        """Add records to this view of the journal, in seq order."""
+        for r in records:
+            self._known.add(r.seq)
+            self.index.add(r)
+        tail = self.records[-1].seq if self.records else 0
+        self.records.extend(records)
+        if records[0].seq < tail:
+            self.records.sort(key=lambda r: r.seq)
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """An abandoned step's outcome is nobody's to handle; read it so asyncio does not warn."""
+    if not task.cancelled():
+        task.exception()

@@ -19,7 +19,13 @@ class StepRunner(Protocol):
     """Runs one named step. A durable runner journals it; a plain one just awaits ``fn``."""
 
     async def run_step(
-        self, name: str, kind: StepKind, fn: StepFn, *, write: bool = False
+        self,
+        name: str,
+        kind: StepKind,
+        fn: StepFn,
+        *,
+        write: bool = False,
+        marker: str | None = None,
     ) -> Any: ...
 
     def is_recorded(self, name: str) -> bool: ...
@@ -28,7 +34,15 @@ class StepRunner(Protocol):
 class PlainRunner:
     """Awaits each step; remembers nothing."""
 
-    async def run_step(self, name: str, kind: StepKind, fn: StepFn, *, write: bool = False) -> Any:
+    async def run_step(
+        self,
+        name: str,
+        kind: StepKind,
+        fn: StepFn,
+        *,
+        write: bool = False,
+        marker: str | None = None,
+    ) -> Any:
         return await fn()
 
     def is_recorded(self, name: str) -> bool:
@@ -105,8 +119,13 @@ async def run_loop(
             return LoopOutcome(None, pending)
 
         for step, marker, call in zip(steps, markers, reply.tool_calls, strict=True):
-            fn, write = _tool_fn(call, marker, tools, gate, denied_map)
-            result = Result.from_dict(await runner.run_step(step, StepKind.TOOL, fn, write=write))
+            fn, write, acts = _tool_fn(call, marker, tools, gate, denied_map)
+            # A call that will act carries its marker: a deny recorded after this attempt
+            # began still stops it, up to the moment its start is recorded.
+            recorded = await runner.run_step(
+                step, StepKind.TOOL, fn, write=write, marker=marker if acts else None
+            )
+            result = Result.from_dict(recorded)
             convo.append(Message("tool", result.content, tool_call_id=call.id, name=call.name))
 
     raise MaxTurnsExceeded(config.max_turns)
@@ -118,9 +137,9 @@ def _tool_fn(
     tools: Mapping[str, Tool],
     gate: PolicyGate,
     denied: Mapping[str, str],
-) -> tuple[StepFn, bool]:
-    """The step function for one call, and whether it writes. A refused call records an error
-    result without touching the tool, so it is never a write."""
+) -> tuple[StepFn, bool, bool]:
+    """The step function for one call, whether it writes, and whether it calls the tool. A
+    refused call records an error result without touching the tool, so it is never a write."""
     refusal: str | None = None
     if gate.is_denied(call.name):
         refusal = f"denied by policy: the tool {call.name!r} is not allowed"
@@ -134,11 +153,11 @@ def _tool_fn(
         async def refuse() -> Any:
             return refused
 
-        return refuse, False
+        return refuse, False, False
 
     tool = tools[call.name]
 
     async def invoke() -> Any:
         return (await tool.call(call.arguments)).to_dict()
 
-    return invoke, gate.is_write(call.name)
+    return invoke, gate.is_write(call.name), True

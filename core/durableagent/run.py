@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,7 @@ from .errors import (
     SignalError,
 )
 from .gate import PolicyGate, marker_for, marker_step
-from .journal import Journal, Reconcile, StepIndex
+from .journal import Journal, Reconcile, StepIndex, deny_reason
 from .loop import AgentConfig, run_loop
 from .messages import Message, model_step
 from .outcome import Outcome, Status
@@ -57,7 +58,7 @@ async def run(
     done = _check_start(run_id, records, given)
     if done is not None:
         return done
-    with store.lease(run_id):
+    with store.lease(run_id) as lease:
         journal: Journal | None = None
         try:
             records = await asyncio.to_thread(store.load, run_id)
@@ -94,6 +95,13 @@ async def run(
             seq = journal.last_seq if journal is not None else (records[-1].seq if records else 0)
             failed = Outcome(Status.FAILED, error=f"{type(e).__name__}: {e}", seq=seq)
             await asyncio.to_thread(store.save_outcome, run_id, failed)
+            raise
+        except BaseException:
+            # Cancelled (a worker out of grace, Ctrl-C) while a step's function still runs:
+            # releasing the lease now would let another runner start the run while the step
+            # can still act. Keep it until the step really ends.
+            if journal is not None and journal.unfinished is not None:
+                lease.keep_until(journal.unfinished)
             raise
         await asyncio.to_thread(store.save_outcome, run_id, outcome)
         return outcome
@@ -173,7 +181,7 @@ def _decisions(records: list[Record]) -> tuple[set[str], dict[str, str]]:
         if name == "approve":
             approved.add(marker)
         elif name == "deny":
-            denied[marker] = f"denied by {by or 'a human'}" + (f": {why}" if why else "")
+            denied.setdefault(marker, deny_reason(by, why))
     return approved, denied
 
 
@@ -291,9 +299,23 @@ def _check_decision(
     if step in index.completed:
         raise SignalError(run_id, f"tool call {step!r} already has a result; nothing to {name}")
     if step in index.started:
+        started = index.started[step]
+        when = time.strftime("%H:%M:%S", time.localtime(started.at))
+        approver = next(
+            (
+                signal_fields(r)[2] or "a human"
+                for r in records
+                if r.type == SIGNAL
+                and signal_fields(r)[0] == "approve"
+                and signal_fields(r)[1].get("marker") == marker
+            ),
+            None,
+        )
+        how = f" as approved by {approver}" if approver else ""
         raise SignalError(
             run_id,
-            f"tool call {step!r} already started; if it is stuck, reconcile it instead",
+            f"too late to {name}: tool call {step!r} started at {when}{how} (seq "
+            f"{started.seq}); nothing was written. If it never finished, reconcile it instead",
         )
     for r in records:
         if r.type != SIGNAL:

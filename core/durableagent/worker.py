@@ -14,26 +14,29 @@ either makes an exhausted failed run eligible again without a new record type in
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
+import os
+import sys
 import threading
 import time
 from contextlib import suppress
 from dataclasses import dataclass
-from pathlib import Path
 
 import watchfiles
 
-from .errors import RunBusyError, RunStopped
+from .errors import DurableAgentError, RunBusyError, RunStopped
 from .gate import PolicyGate
+from .journal import steps_still_running
 from .loop import AgentConfig
 from .run import Config, run
-from .store import WORKER_DIR, FileStore, run_of_path, write_atomically
+from .store import FileStore, run_of_path
 from .view import RunStatus, RunView, view_store
 
 log = logging.getLogger("durableagent.worker")
 
-ATTEMPTS_DIR = WORKER_DIR
+# `agentrun worker` exits with this when steps still ran after the grace period: the process
+# ends so that their threads end with it, and the kernel frees their leases only then.
+EXIT_STEPS_ABANDONED = 3
 
 
 @dataclass(frozen=True)
@@ -66,41 +69,32 @@ class Attempts:
     error: str = ""
 
 
-def _attempts_path(root: Path, run_id: str) -> Path:
-    return root / ATTEMPTS_DIR / f"{run_id}.json"
-
-
-def read_attempts(root: Path, run_id: str) -> Attempts | None:
+def read_attempts(store: FileStore, run_id: str) -> Attempts | None:
     """The recorded failure count of ``run_id``, or None when there is none (or it is unreadable:
     the count is advisory, a lost one only means a few more retries)."""
+    d = store.read_failures(run_id)
+    if d is None:
+        return None
     try:
-        d = json.loads(_attempts_path(root, run_id).read_bytes())
         return Attempts(int(d["failures"]), int(d["signals"]), float(d["at"]), str(d["error"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError):
         return None
 
 
-def _write_attempts(root: Path, run_id: str, attempts: Attempts) -> None:
-    write_atomically(_attempts_path(root, run_id), json.dumps(attempts.__dict__).encode())
-
-
-def reset_attempts(root: Path, run_id: str) -> bool:
+def reset_attempts(store: FileStore, run_id: str) -> bool:
     """Forget the failures of ``run_id`` so workers retry it (``agentrun retry``). True when
     there was a count to forget."""
-    try:
-        _attempts_path(root, run_id).unlink()
-    except FileNotFoundError:
-        return False
-    return True
+    return store.clear_failures(run_id)
 
 
 def note_failure(store: FileStore, run_id: str, error: BaseException) -> int:
     """Count one more failed attempt of ``run_id`` (shared by every worker on the store) and
-    return the count."""
+    return the count. Raises StoreError when the count cannot be written."""
     view = view_store(store, run_id)
-    failures = _failures_now(read_attempts(store.root, run_id), view) + 1
+    failures = _failures_now(read_attempts(store, run_id), view) + 1
     text = f"{type(error).__name__}: {error}"
-    _write_attempts(store.root, run_id, Attempts(failures, len(view.signals), time.time(), text))
+    attempts = Attempts(failures, len(view.signals), time.time(), text)
+    store.write_failures(run_id, attempts.__dict__)
     return failures
 
 
@@ -138,6 +132,7 @@ class Worker:
         rescan: float = 5.0,
         debounce: int = 200,
         step: int = 10,
+        exit_on_abandoned: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -163,6 +158,11 @@ class Worker:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._gave_up: set[str] = set()
         self._backlog: set[str] = set()
+        # Failures the store could not record (full, read-only), kept in memory: they must
+        # still slow the retries down.
+        self._seen_failures: dict[str, Attempts] = {}
+        self.exit_on_abandoned = exit_on_abandoned
+        self.abandoned = 0  # steps still running when serve() ended (see steps_still_running)
 
     # -- public --------------------------------------------------------------------------
 
@@ -252,8 +252,16 @@ class Worker:
             self._consider(run_id, view, attempts)
 
     def _look(self, ids: list[str]) -> list[tuple[str, RunView, Attempts | None]]:
-        root = self.store.root
-        return [(i, view_store(self.store, i), read_attempts(root, i)) for i in ids]
+        return [(i, view_store(self.store, i), self._attempts(i)) for i in ids]
+
+    def _attempts(self, run_id: str) -> Attempts | None:
+        """The latest failure count: the store's, or this worker's own when it is newer (the
+        store could not record it)."""
+        recorded = read_attempts(self.store, run_id)
+        seen = self._seen_failures.get(run_id)
+        if seen is not None and (recorded is None or seen.at > recorded.at):
+            return seen
+        return recorded
 
     def _consider(self, run_id: str, view: RunView, attempts: Attempts | None) -> None:
         if self._stopping or run_id in self._running:
@@ -313,7 +321,11 @@ class Worker:
             await asyncio.to_thread(self._count_failure, run_id, e)
         else:
             log.info("run %s: %s", run_id, outcome.status)
-            await asyncio.to_thread(reset_attempts, self.store.root, run_id)
+            self._seen_failures.pop(run_id, None)
+            try:
+                await asyncio.to_thread(reset_attempts, self.store, run_id)
+            except DurableAgentError as e:
+                log.warning("run %s: cannot clear its failure count (%s)", run_id, e)
         finally:
             self._running.pop(run_id, None)
             # The run may be ready again (a signal arrived meanwhile), and a slot is free.
@@ -323,8 +335,22 @@ class Worker:
             self._wake.set()
 
     def _count_failure(self, run_id: str, error: BaseException) -> None:
-        failures = note_failure(self.store, run_id, error)
+        """Count a failed attempt in the store and in memory. A store that cannot record the
+        count (full, read-only) is said once per failure, that is once per backoff step."""
         text = f"{type(error).__name__}: {error}"
+        view = view_store(self.store, run_id)
+        failures = _failures_now(self._attempts(run_id), view) + 1
+        try:
+            note_failure(self.store, run_id, error)
+            self._seen_failures.pop(run_id, None)
+        except (DurableAgentError, OSError) as e:
+            self._seen_failures[run_id] = Attempts(failures, len(view.signals), time.time(), text)
+            log.warning(
+                "run %s: cannot record its failure count in the store (%s); counting in "
+                "memory and retrying with backoff",
+                run_id,
+                e,
+            )
         if failures < self.max_attempts:
             delay = backoff_delay(failures, self.backoff, self.max_backoff)
             log.warning("run %s failed (%s); retry in %.1fs", run_id, text, delay)
@@ -335,12 +361,31 @@ class Worker:
 
     async def _drain(self) -> None:
         tasks = list(self._running.values())
-        if not tasks:
+        if tasks:
+            _, late = await asyncio.wait(tasks, timeout=self.grace)
+            for t in late:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        self.abandoned = steps_still_running()
+        if not self.abandoned:
             return
-        _, late = await asyncio.wait(tasks, timeout=self.grace)
-        for t in late:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        # Those steps' threads go on, and their leases are kept until they end (run() keeps
+        # them). Waiting would make the worker ignore its stop; releasing would let another
+        # worker run the step again while it can still act. Exit: the threads die with the
+        # process, and the kernel frees the leases only then.
+        log.error(
+            "%d step(s) still running after the %.1fs grace period; exiting the process "
+            "without releasing their leases, so that no step can act twice (their runs show "
+            "as indeterminate if they write: reconcile them)",
+            self.abandoned,
+            self.grace,
+        )
+        if self.exit_on_abandoned:
+            for handler in logging.getLogger().handlers + log.handlers:
+                with suppress(Exception):
+                    handler.flush()
+            sys.stderr.flush()
+            os._exit(EXIT_STEPS_ABANDONED)
 
 
 class WorkerThread:

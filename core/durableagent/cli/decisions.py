@@ -67,7 +67,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
         if not view.records and view.status != RunStatus.CORRUPT:
             raise no_run(args.run, store)
         raise Refused(f"run {args.run} is {view.status}, not failed: nothing to retry")
-    reset_attempts(store.root, args.run)
+    reset_attempts(store, args.run)
     print(f"run {args.run} will be retried by the next worker that looks (within a second)")
     return 0
 

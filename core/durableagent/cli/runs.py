@@ -222,6 +222,15 @@ def cmd_submit(args: argparse.Namespace) -> int:
     """Record a new run's input for a worker to execute."""
     if not args.text.strip():
         raise Refused("the run's text is empty: say what the agent should do")
+    try:
+        args.text.encode()
+    except UnicodeEncodeError as e:
+        # argv bytes that are not UTF-8 arrive as lone surrogates: refuse before writing.
+        bad = args.text[e.start].encode("utf-8", "surrogateescape")
+        raise Refused(
+            f"the run's text is not valid UTF-8 (byte 0x{bad.hex()} at character {e.start}); "
+            "nothing was written"
+        ) from None
     store = FileStore(args.store)
     check_run_id(args.run)
     known = bool(store.load(args.run))
