@@ -42,16 +42,19 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "s14-start-recorded-after-step": (
         "2. the start recorded after the step",
         "journal.py",
-        "        await self.append(Record.make(STEP_STARTED, name, kind, started))\n"
-        "        value = await fn()\n",
-        "        value = await fn()\n"
-        "        await self.append(Record.make(STEP_STARTED, name, kind, started))\n",
+        "        refusal = await self._start(name, kind, started, marker)\n"
+        "        if refusal is not None:\n            return refusal\n"
+        "        value = await self._call(fn)\n",
+        "        value = await self._call(fn)\n"
+        "        refusal = await self._start(name, kind, started, marker)\n"
+        "        if refusal is not None:\n            return refusal\n",
     ),
     "s05-torn-tail-is-corruption": (
         "3. a torn last record treated as corruption",
         "store.py",
-        "    good = len(data) - len(lines.pop())\n",
-        "    good = len(data)\n    if not lines[-1]:\n        lines.pop()\n",
+        "    piece = lines.pop()\n    good = len(data) - len(piece)\n",
+        "    piece = lines.pop()\n    good = len(data) - len(piece)\n"
+        "    if piece:\n        lines.append(piece)\n        good = len(data)\n",
     ),
     "s06-torn-tail-kept-on-append": (
         "3. a torn last record kept (the next record glued onto garbage)",
@@ -62,7 +65,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "s06b-nul-tail-kept": (
         "3. a NUL-filled last record kept",
         "store.py",
-        '    if lines and b"\\0" in lines[-1]:',
+        '    if lines and lines[-1].endswith(b"\\0"):',
         "    if False:",
     ),
     "s07-done-runs-the-write": (
@@ -107,6 +110,140 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    if call_args is None or marker_for(step, call_args) != marker:",
         "    if False:",
     ),
+    # -- issue "races and hostile stores": each hole found there stays guarded --------------
+    "r01-deny-not-rechecked-at-start": (
+        "an accepted deny does not stop a write whose turn already began",
+        "journal.py",
+        "unless_denied=marker)",
+        "unless_denied=None)",
+    ),
+    "r02-loop-drops-the-marker": (
+        "the loop does not tell the journal which decision a call depends on",
+        "loop.py",
+        "marker=marker if acts else None",
+        "marker=None",
+    ),
+    "r03-lease-freed-under-a-live-step": (
+        "a cancelled attempt frees its lease while its tool thread still runs",
+        "run.py",
+        "                lease.keep_until(journal.unfinished)",
+        "                pass",
+    ),
+    "r04-worker-waits-instead-of-exiting": (
+        "a worker out of grace waits for (or abandons) a live step instead of exiting",
+        "worker.py",
+        "            os._exit(EXIT_STEPS_ABANDONED)",
+        "            pass",
+    ),
+    "r05-signal-checked-outside-the-lock": (
+        "signal() validates, then appends without the lock: a competing decision slips in",
+        "run.py",
+        '    return store.append(run_id, Record.make(SIGNAL, step, "", data), check=check)',
+        "    check(store.load(run_id))\n"
+        '    return store.append(run_id, Record.make(SIGNAL, step, "", data))',
+    ),
+    "r06-decision-on-a-started-call": (
+        "approving or denying a call whose step already started is accepted",
+        "run.py",
+        "    if step in index.started:\n",
+        "    if False:\n",
+    ),
+    "r07-busy-counts-as-failure": (
+        "a busy run (another worker holds it) uses up the failure budget",
+        "worker.py",
+        "        except RunBusyError:\n",
+        "        except RunBusyError as busy:\n"
+        "            await asyncio.to_thread(self._count_failure, run_id, busy)\n",
+    ),
+    "r08-signal-does-not-reset-the-budget": (
+        "a new signal does not give a failed run a fresh budget",
+        "worker.py",
+        "    if attempts is None or attempts.signals != len(view.signals):",
+        "    if attempts is None:",
+    ),
+    "r09-store-file-written-in-place": (
+        "outcomes and failure counts are overwritten in place (a failed write loses the old)",
+        "store.py",
+        '    tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"',
+        "    tmp = name",
+    ),
+    "r10-store-folder-not-fsynced": (
+        "a replaced store file's folder is not fsynced",
+        "store.py",
+        "    os.fsync(dir_fd)\n",
+        "    pass\n",
+    ),
+    "r11-new-journal-folder-not-fsynced": (
+        "a new journal's folder is not fsynced",
+        "store.py",
+        "            _fsync_dir(self.root)\n            return True",
+        "            return True",
+    ),
+    "r12-recorded-call-gated-again": (
+        "a call that has its result is gated again when the gate changed",
+        "loop.py",
+        "            if not runner.is_recorded(s)\n            and gate.needs_approval(c.name)",
+        "            if gate.needs_approval(c.name)",
+    ),
+    "r13-awaiting-before-indeterminate": (
+        "the status rules in another order (awaiting_approval before indeterminate)",
+        "view.py",
+        "    elif stuck is not None:\n        status = RunStatus.INDETERMINATE\n"
+        "    elif pending:\n        status = RunStatus.AWAITING_APPROVAL\n",
+        "    elif pending:\n        status = RunStatus.AWAITING_APPROVAL\n"
+        "    elif stuck is not None:\n        status = RunStatus.INDETERMINATE\n",
+    ),
+    "r14-running-before-completed": (
+        "the status rules in another order (running before completed)",
+        "view.py",
+        "    if completed is not None:\n        status = RunStatus.COMPLETED\n"
+        "    elif leased:\n        status = RunStatus.RUNNING\n",
+        "    if leased:\n        status = RunStatus.RUNNING\n"
+        "    elif completed is not None:\n        status = RunStatus.COMPLETED\n",
+    ),
+    "r15-last-result-wins": (
+        "a later step.completed replaces the first one",
+        "journal.py",
+        "            self.completed.setdefault(r.step, r)",
+        "            self.completed[r.step] = r",
+    ),
+    "r16-non-regular-journal-read": (
+        "a journal that is a FIFO or a directory is read like a file",
+        "store.py",
+        "        if kind != stat.S_IFREG:",
+        "        if False:",
+    ),
+    "r17-store-folder-symlink-followed": (
+        "a symlinked .leases/.outcomes/.worker is followed out of the store",
+        "store.py",
+        "_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC",
+        "_O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC",
+    ),
+    "r18-whole-final-record-dropped": (
+        "an fsynced final record that lost its newline is treated as a torn tail",
+        "store.py",
+        "        for whole in (piece, piece[:-1]):",
+        "        for whole in ():",
+    ),
+    "r19-nul-inside-is-a-tear": (
+        "a final line with a NUL inside is silently dropped as torn",
+        "store.py",
+        '    if lines and lines[-1].endswith(b"\\0"):',
+        '    if lines and b"\\0" in lines[-1]:',
+    ),
+    "r20-unrecordable-failures-forgotten": (
+        "a worker on a store that cannot record failures retries at once, forever",
+        "worker.py",
+        "            self._seen_failures[run_id] = Attempts(failures, len(view.signals), "
+        "time.time(), text)",
+        "            pass",
+    ),
+    "r21-submit-accepts-bad-utf8": (
+        "agentrun submit takes argv bytes that are not UTF-8",
+        "cli/runs.py",
+        "        args.text.encode()",
+        "        pass",
+    ),
 }
 
 TESTS = [
@@ -118,6 +255,11 @@ TESTS = [
     "tests/test_signals.py",
     "tests/test_statuses.py",
     "tests/test_kill.py",
+    "tests/test_loop.py",
+    "tests/test_leases.py",
+    "tests/test_races.py",
+    "tests/test_hostile_store.py",
+    "tests/test_worker.py",
 ]
 
 

@@ -240,3 +240,58 @@ async def test_a_stop_request_ends_the_attempt_between_steps_and_saves_no_outcom
     out = await run(config, "a1", None)
     assert out.status == Status.AWAITING_APPROVAL
     assert model.calls == 2
+
+
+async def test_a_call_that_has_its_result_is_never_gated_again_when_the_gate_changes(
+    store: FileStore, side: Side
+):
+    """Attempt 1 ran the ticket ungated, then failed on the next model call; attempt 2 runs
+    with a gate that wants approval for tickets: the recorded call replays, nobody is asked."""
+    from durableagent import AgentConfig, Config, PolicyGate, ScriptedModel
+
+    config, _ = helpdesk(store, side)
+    calls = {"n": 0}
+
+    def flaky(messages):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise ConnectionError("model down")
+        from helpdesk import reply
+
+        return reply(messages)
+
+    ungated = Config(
+        AgentConfig(ScriptedModel(flaky), config.agent.tools), PolicyGate(writes=()), store
+    )
+    with pytest.raises(ConnectionError):
+        await run(ungated, "g1", INPUT)
+    assert side.count("tickets") == 1
+    out = await run(config, "g1", None)  # the real gate: create_ticket needs approval
+    assert out.status == Status.COMPLETED, out
+    assert side.count("tickets") == 1
+
+
+async def test_the_first_recorded_result_of_a_step_wins(store: FileStore):
+    from durableagent import Journal, StepKind
+
+    def line(seq: int, typ: str, step: str, kind: str, data: str) -> str:
+        return (
+            f'{{"seq":{seq},"type":"{typ}","step":"{step}","kind":"{kind}","data":{data},"at":0}}\n'
+        )
+
+    store.path("w1").write_text(
+        line(1, "run.started", "", "", '{"input":[{"role":"user","content":"hi"}]}')
+        + line(2, "step.started", "llm/1", "model", "{}")
+        + line(3, "step.completed", "llm/1", "model", '{"role":"assistant","content":"first"}')
+        + line(4, "step.completed", "llm/1", "model", '{"role":"assistant","content":"second"}')
+    )
+    records = store.load("w1")
+
+    async def never():
+        raise AssertionError("a recorded step ran again")
+
+    journal = Journal(store, "w1", records)
+    got = await journal.run_step("llm/1", StepKind.MODEL, never)
+    assert got["content"] == "first"
+    (step,) = view_store(store, "w1").steps
+    assert step.result["content"] == "first"

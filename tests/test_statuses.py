@@ -159,3 +159,58 @@ async def test_a_final_message_that_is_not_a_message_is_corrupt_not_a_crash(stor
     config = Config(AgentConfig(ScriptedModel([])), PolicyGate(), store)
     with pytest.raises(CorruptJournalError, match="line 2"):
         await run(config, "fin", None)
+
+
+def _records(*types: tuple[str, str, dict]) -> list:
+    from durableagent import Record
+
+    out = [Record(1, "run.started", "", "", {"input": []}, 0.0)]
+    for i, (typ, step, data) in enumerate(types, 2):
+        kind = "tool" if step.startswith("tool/") else ("model" if step else "")
+        out.append(Record(i, typ, step, kind, data, float(i)))
+    return out
+
+
+_OPEN_WRITE = ("step.started", "tool/1/0/t", {"write": True})
+_DONE = ("run.completed", "", {"message": {"role": "assistant", "content": "ok"}})
+
+
+@pytest.mark.parametrize(
+    "records, outcome, leased, want",
+    [
+        # completed wins over the lease and everything else
+        (_records(_OPEN_WRITE, _DONE), None, True, RunStatus.COMPLETED),
+        # running wins over an open write and a pending approval
+        (_records(_OPEN_WRITE), "awaiting", True, RunStatus.RUNNING),
+        # indeterminate wins over awaiting_approval and failed
+        (_records(_OPEN_WRITE), "awaiting", False, RunStatus.INDETERMINATE),
+        (_records(_OPEN_WRITE), "failed", False, RunStatus.INDETERMINATE),
+        # awaiting_approval wins over failed's fallback to ready
+        (_records(), "awaiting", False, RunStatus.AWAITING_APPROVAL),
+        # failed only while the outcome is the journal's last word
+        (_records(), "failed", False, RunStatus.FAILED),
+        (_records(("signal", "tool/1/0/t", {"name": "x"})), "failed-old", False, RunStatus.READY),
+        (_records(), None, False, RunStatus.READY),
+    ],
+    ids=[
+        "completed>running",
+        "running>indeterminate",
+        "indeterminate>awaiting",
+        "indeterminate>failed",
+        "awaiting>failed",
+        "failed",
+        "failed-then-moved-on",
+        "ready",
+    ],
+)
+def test_the_status_rules_apply_in_the_spec_order(records, outcome, leased, want):
+    from durableagent import Outcome, Pending
+
+    pending = (Pending("tool/1/1/u#000000000000", "tool/1/1/u", "u", {}),)
+    made = {
+        None: None,
+        "awaiting": Outcome(Status.AWAITING_APPROVAL, pending=pending, seq=records[-1].seq),
+        "failed": Outcome(Status.FAILED, error="boom", seq=records[-1].seq),
+        "failed-old": Outcome(Status.FAILED, error="boom", seq=records[-1].seq - 1),
+    }[outcome]
+    assert view_run(records, outcome=made, leased=leased).status == want
