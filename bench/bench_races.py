@@ -123,7 +123,7 @@ def env() -> dict[str, str]:
 def worker(root: Path, agent: str, *args: str, **extra: str) -> subprocess.Popen[bytes]:
     cmd = [sys.executable, "-m", "durableagent.cli", "worker", "--agent", f"bench_races:{agent}"]
     return subprocess.Popen(
-        [*cmd, "--store", str(root), "--debounce", "20", *args],
+        [*cmd, "--store", str(root), *args],
         env={**env(), **extra},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         here = str(Path(__file__).resolve().parent)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [here, env.get("PYTHONPATH")]))
         cmd = [sys.executable, "-m", "durableagent.cli", "worker", "--agent", "bench_worker:agent"]
-        cmd += ["--store", str(root), "--debounce", str(DEBOUNCE_MS)]
+        cmd += ["--store", str(root)]
         proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
         try:
             wait_until(

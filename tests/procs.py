@@ -38,8 +38,6 @@ class WorkerProcess:
                 str(root),
                 "--rescan",
                 "0.5",
-                "--debounce",
-                "50",
                 *args,
             ],
             env=child_env(**env),

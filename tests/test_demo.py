@@ -89,7 +89,7 @@ async def test_the_demo_story_with_a_worker(tmp_path: Path) -> None:
     root = tmp_path / "demo"
     await asyncio.to_thread(build_demo_store, root)
     store = FileStore(root)
-    worker = Worker(demo_agent(root, pace=0.02), store, debounce=20, rescan=0.5, backoff=0.05)
+    worker = Worker(demo_agent(root, pace=0.02), store, rescan=0.5, backoff=0.05)
     stop = asyncio.Event()
     serving = asyncio.create_task(worker.serve(stop))
 
@@ -136,8 +136,7 @@ import json, time
 from pathlib import Path
 from durableagent import FileStore, view_store
 
-def run_tui(root, *, read_only=False, poll=False):
-    store = FileStore(root, create=False)
+def run_tui(store, *, read_only=False, poll=False):
     seen = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -145,6 +144,7 @@ def run_tui(root, *, read_only=False, poll=False):
         if view_store(store, "password-reset").status == "awaiting_approval" and len(audit) > 2:
             break
         time.sleep(0.05)
+    root = store.root
     report = {"root": str(root), "read_only": read_only, "poll": poll,
               "reset": str(view_store(store, "password-reset").status),
               "audit_records": len(store.load("access-audit"))}
@@ -176,8 +176,8 @@ def test_tui_command_passes_its_flags_and_explains_a_missing_ui(tmp_path: Path) 
     (fake / "durableagent_tui").mkdir(parents=True)
     (fake / "durableagent_tui" / "__init__.py").write_text(
         "import json\n"
-        "def run_tui(root, *, read_only=False, poll=False):\n"
-        "    print(json.dumps([str(root), read_only, poll]))\n"
+        "def run_tui(store, *, read_only=False, poll=False):\n"
+        "    print(json.dumps([store.description, read_only, poll]))\n"
         "    return 0\n"
     )
     p = agentrun(

@@ -308,17 +308,35 @@ def test_run_ids_lists_journals_only(store: FileStore):
     assert store.run_ids() == ["a", "b"]
 
 
-def test_load_since_reads_only_new_complete_lines(store: FileStore):
-    lines = fill(store, "t", 3)
-    recs, off = store.load_since("t", 0, 1)
-    assert [r.seq for r in recs] == [1, 2, 3] and off == sum(map(len, lines))
+def test_load_since_returns_only_the_records_after_a_seq(store: FileStore):
+    fill(store, "t", 3)
+    assert [r.seq for r in store.load_since("t", 0)] == [1, 2, 3]
+    assert [r.seq for r in store.load_since("t", 2)] == [3]
     with open(store.path("t"), "ab") as f:
         f.write(b'{"seq":4,"ty')  # torn: not yet acknowledged
-    recs, off2 = store.load_since("t", off, 4)
-    assert recs == [] and off2 == off
+    assert store.load_since("t", 3) == []
     store.append("t", Record.make("signal", "s", "", {}))
-    recs, off3 = store.load_since("t", off2, 4)
-    assert [r.seq for r in recs] == [4] and off3 == store.path("t").stat().st_size
+    assert [r.seq for r in store.load_since("t", 3)] == [4]
+    assert [r.seq for r in store.load_since("t", 1)] == [2, 3, 4]  # not where it left off
+    assert store.load_since("nobody", 0) == []
+
+
+def test_load_since_reads_only_the_new_bytes_when_following(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch
+):
+    fill(store, "f", 50, payload="x" * 200)
+    assert len(store.load_since("f", 0)) == 50
+    store.append("f", Record.make("signal", "s", "", {}))
+    reads: list[int] = []
+    real = os.pread
+
+    def spy(fd: int, n: int, offset: int) -> bytes:
+        reads.append(n)
+        return real(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", spy)
+    assert [r.seq for r in store.load_since("f", 50)] == [51]
+    assert sum(reads) < 300  # the new line only, not the 12 KB before it
 
 
 APPENDER = """
@@ -360,34 +378,34 @@ def test_creating_a_journal_fsyncs_it_then_its_folder(
 ):
     synced = fsynced(monkeypatch)
     store.append("new", Record.make("run.started", data={"input": []}))
-    assert len(synced) == 2
     assert synced[0].startswith(str(store.root) + "/.new.jsonl.")  # the temp file, whole
     assert synced[1] == str(store.root)  # then the folder that now names it
-    assert [p.name for p in store.root.iterdir()] == ["new.jsonl"]
+    assert [p.name for p in store.root.iterdir() if p.suffix == ".jsonl"] == ["new.jsonl"]
 
 
-@pytest.mark.parametrize(
-    "write, folder",
-    [
-        (lambda s: s.save_outcome("r", Outcome(Status.FAILED, error="new")), ".outcomes"),
-        (lambda s: s.write_failures("r", {"failures": 2}), ".worker"),
-    ],
-    ids=["outcome", "failures"],
-)
-def test_store_files_are_replaced_through_an_fsynced_temp_file_and_folder(
-    store: FileStore, monkeypatch: pytest.MonkeyPatch, write, folder: str
+def test_failure_counts_are_replaced_through_an_fsynced_temp_file_and_folder(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch
 ):
-    write(store)
+    store.write_failures("r", {"failures": 1})
     synced = fsynced(monkeypatch)
-    write(store)
-    where = str(store.root / folder)
+    store.write_failures("r", {"failures": 2})
+    where = str(store.root / ".worker")
     assert len(synced) == 2
     assert synced[0].startswith(where + "/.") and synced[0].endswith(".tmp")
     assert synced[1] == where
 
 
-@pytest.mark.parametrize("folder", [".outcomes", ".worker"])
-def test_a_store_file_write_that_fails_halfway_leaves_the_old_file_whole(
+def test_an_outcome_is_fsynced_in_the_attempts_log(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch
+):
+    store.append("r", Record.make("run.started", data={"input": []}))
+    synced = fsynced(monkeypatch)
+    store.save_outcome("r", Outcome(Status.FAILED, error="new", seq=1))
+    assert str(store.root / ".attempts" / "r.jsonl") in synced
+
+
+@pytest.mark.parametrize("folder", [".attempts", ".worker"])
+def test_a_store_file_write_that_fails_halfway_leaves_the_old_one_whole(
     store: FileStore, monkeypatch: pytest.MonkeyPatch, folder: str
 ):
     store.save_outcome("r", Outcome(Status.FAILED, error="old"))
@@ -401,7 +419,7 @@ def test_a_store_file_write_that_fails_halfway_leaves_the_old_file_whole(
 
     monkeypatch.setattr(os, "write", half)
     with pytest.raises(StoreError, match="No space left"):
-        if folder == ".outcomes":
+        if folder == ".attempts":
             store.save_outcome("r", Outcome(Status.FAILED, error="new" * 100))
         else:
             store.write_failures("r", {"failures": 2, "error": "new" * 100})
@@ -409,4 +427,4 @@ def test_a_store_file_write_that_fails_halfway_leaves_the_old_file_whole(
     outcome = store.last_outcome("r")
     assert outcome is not None and outcome.error == "old"
     assert store.read_failures("r") == {"failures": 1}
-    assert [p.name for p in (store.root / folder).iterdir()] == ["r.json"]
+    assert [p.name for p in (store.root / ".worker").iterdir()] == ["r.json"]

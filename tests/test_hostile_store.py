@@ -98,7 +98,7 @@ def test_a_worker_serves_a_store_holding_a_fifo_and_stops_on_sigterm(
 
 FOLDER_WRITES: dict[str, Callable[[FileStore], object]] = {
     ".leases": lambda s: s.lease("r").__enter__(),
-    ".outcomes": lambda s: s.save_outcome("r", Outcome(Status.FAILED, error="x")),
+    ".attempts": lambda s: s.save_outcome("r", Outcome(Status.FAILED, error="x")),
     ".worker": lambda s: s.write_failures("r", {"failures": 1}),
 }
 
@@ -128,7 +128,7 @@ def test_a_symlinked_lock_file_is_refused_and_its_target_untouched(tmp_path: Pat
     assert target.read_text() == "keep me"
 
 
-@pytest.mark.parametrize("folder", [".outcomes", ".worker"])
+@pytest.mark.parametrize("folder", [".worker"])
 def test_a_symlinked_file_in_a_store_folder_is_replaced_never_written_through(
     tmp_path: Path, folder: str
 ):
@@ -141,6 +141,18 @@ def test_a_symlinked_file_in_a_store_folder_is_replaced_never_written_through(
     FOLDER_WRITES[folder](store)
     assert target.read_text() == "keep me"
     assert not (store.root / folder / "r.json").is_symlink()
+
+
+def test_a_symlinked_attempts_log_is_refused_and_its_target_untouched(tmp_path: Path):
+    store = FileStore(tmp_path / "runs")
+    target = tmp_path / "precious"
+    target.write_text("keep me")
+    (store.root / ".attempts").mkdir()
+    (store.root / ".attempts" / "r.jsonl").symlink_to(target)
+    with pytest.raises(StoreError, match="symlink"):
+        store.save_outcome("r", Outcome(Status.FAILED, error="x"))
+    assert store.last_outcome("r") is None and store.attempts("r") == []
+    assert target.read_text() == "keep me"
 
 
 # -- a refused submit leaves nothing ---------------------------------------------------------

@@ -18,7 +18,7 @@ from procs import WorkerProcess, wait_for
 from durableagent import FileStore, Message, RunStatus, submit, view_store
 from durableagent import signal as send_signal
 from durableagent.record import RUN_COMPLETED, STEP_STARTED
-from durableagent.store import run_of_path
+from durableagent.stores.file import run_of_path
 from durableagent.worker import (
     Attempts,
     Worker,
@@ -48,10 +48,11 @@ def test_backoff_doubles_from_base_and_stops_at_the_cap() -> None:
 def test_changed_files_map_to_their_run(tmp_path: Path) -> None:
     root = tmp_path
     assert run_of_path(root, str(root / "a-1.jsonl")) == "a-1"
-    assert run_of_path(root, str(root / ".outcomes" / "a-1.json")) == "a-1"
+    assert run_of_path(root, str(root / ".attempts" / "a-1.jsonl")) == "a-1"
     assert run_of_path(root, str(root / ".leases" / "a-1.lock")) == "a-1"
     assert run_of_path(root, str(root / ".worker" / "a-1.json")) == "a-1"
-    assert run_of_path(root, str(root / ".outcomes" / ".a-1.json.77.tmp")) is None
+    assert run_of_path(root, str(root / ".worker" / ".a-1.json.77.tmp")) is None
+    assert run_of_path(root, str(root / ".summaries" / "index.jsonl")) is None
     assert run_of_path(root, str(root / ".demo" / "tickets.json")) is None
     assert run_of_path(root, str(root / "notes.txt")) is None
     assert run_of_path(root, str(root / "-bad.jsonl")) is None
@@ -81,7 +82,7 @@ def test_bad_settings_are_refused(store: FileStore, tmp_path: Path) -> None:
 async def test_worker_resumes_ready_runs_and_stops_when_asked(store: FileStore) -> None:
     ask(store, "one")
     ask(store, "two")
-    worker = Worker(gated(store.root), store, debounce=20, rescan=0.5)
+    worker = Worker(gated(store.root), store, rescan=0.5)
     stop = asyncio.Event()
     serving = asyncio.create_task(worker.serve(stop))
     deadline = time.monotonic() + 10
@@ -101,7 +102,7 @@ async def test_worker_resumes_ready_runs_and_stops_when_asked(store: FileStore) 
 
 def test_worker_thread_serves_in_the_background_and_stops(store: FileStore) -> None:
     ask(store, "bg")
-    thread = WorkerThread(Worker(gated(store.root), store, debounce=20, rescan=0.5)).start()
+    thread = WorkerThread(Worker(gated(store.root), store, rescan=0.5)).start()
     try:
         wait_for(lambda: status(store, "bg") == RunStatus.AWAITING_APPROVAL, why="bg resumed")
     finally:

@@ -13,6 +13,7 @@ from .errors import (
     IndeterminateError,
     InputMismatchError,
     InvalidRunIdError,
+    LeaseLostError,
     MaxTurnsExceeded,
     RunBusyError,
     RunChangedError,
@@ -21,7 +22,9 @@ from .errors import (
     SignalError,
     StoreError,
 )
+from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .gate import Pending, PolicyGate, marker_for, marker_step
+from .ids import check_run_id, valid_run_id
 from .journal import Journal, Reconcile
 from .loop import AgentConfig, LoopOutcome, PlainRunner, StepRunner, run_loop
 from .messages import Message, StepKind, ToolCall, model_step, step_tool_name, tool_step
@@ -29,9 +32,9 @@ from .model import Model, ScriptedModel
 from .outcome import Outcome, Status
 from .record import Record
 from .run import Config, run, signal, submit
-from .store import FileStore, Store, check_run_id, valid_run_id
+from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
 from .tools import Result, Tool
-from .view import NEEDS_HUMAN, RunStatus, RunView, StepView, view_run, view_store
+from .view import RunView, StepView, view_run, view_store
 
 __version__ = "0.1.0"
 
@@ -50,15 +53,19 @@ __all__ = [
     "NEEDS_HUMAN",
     "Agent",
     "AgentConfig",
+    "Attempt",
     "Config",
     "CorruptJournalError",
     "DurabilityError",
     "DurableAgentError",
     "FileStore",
+    "Fold",
     "IndeterminateError",
     "InputMismatchError",
     "InvalidRunIdError",
     "Journal",
+    "Lease",
+    "LeaseLostError",
     "LoopOutcome",
     "MaxTurnsExceeded",
     "Message",
@@ -84,6 +91,7 @@ __all__ = [
     "StepView",
     "Store",
     "StoreError",
+    "Summary",
     "Tool",
     "ToolCall",
     "Worker",
@@ -91,6 +99,7 @@ __all__ = [
     "marker_for",
     "marker_step",
     "model_step",
+    "open_store",
     "run",
     "run_loop",
     "signal",

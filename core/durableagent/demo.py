@@ -41,7 +41,8 @@ from .model import ScriptedModel
 from .outcome import Status
 from .run import Config, run, submit
 from .run import signal as send_signal
-from .store import FileStore, write_atomically
+from .stores import FileStore
+from .stores.fs import write_atomically
 from .tools import Result, Tool
 from .view import view_store
 from .worker import Agent, note_failure

@@ -30,6 +30,20 @@ class DurabilityError(StoreError):
     """fsync failed: the kernel may have dropped the data. Reload from disk; never retry."""
 
 
+class LeaseLostError(StoreError):
+    """A runner's lease is no longer current (it expired while the runner was paused or cut
+    off, or another runner took the run over): nothing was written, and the runner must stop."""
+
+    def __init__(self, run_id: str, epoch: int, detail: str = "") -> None:
+        self.run_id = run_id
+        self.epoch = epoch
+        more = f" ({detail})" if detail else ""
+        super().__init__(
+            f"lost the lease of run {run_id!r} (epoch {epoch}){more}: another runner has it "
+            "now; nothing was written"
+        )
+
+
 class CorruptJournalError(StoreError):
     """A journal line that is not a torn tail does not parse, fails its crc or breaks the seqs."""
 

@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import IndeterminateError, RunStopped
+from .errors import IndeterminateError, LeaseLostError, RunStopped
 from .loop import StepFn
 from .messages import StepKind
 from .record import SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
-from .store import Store
+from .stores import Lease, Store
 from .tools import Result
 
 
@@ -110,7 +110,9 @@ class Journal:
     is used, completed steps replayed, unrecorded writes never guessed at.
 
     ``stop``, when given, is asked before each new step starts; once it says True the journal
-    raises RunStopped instead of starting one (steps already running finish and record)."""
+    raises RunStopped instead of starting one (steps already running finish and record).
+    ``lease`` fences every append, and a lease known to be lost (taken over, or not renewed
+    within its ttl) stops the run before its next step with LeaseLostError."""
 
     def __init__(
         self,
@@ -119,12 +121,14 @@ class Journal:
         records: list[Record],
         *,
         stop: Callable[[], bool] | None = None,
+        lease: Lease | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
         self.records = records
         self.index = StepIndex(records)
         self.stop = stop
+        self.lease = lease
         self.unfinished: asyncio.Future[Any] | None = None  # see steps_still_running
         self._loaded = self.last_seq  # seqs up to here were loaded; later ones we appended
         self._known: set[int] = set()  # or learnt of (see append)
@@ -160,6 +164,8 @@ class Journal:
                 result = Result(verdict.result or "").to_dict()
                 return (await self.append(Record.make(STEP_COMPLETED, name, kind, result))).data
             # "retry": run it again below; the new start makes the reconcile count no more.
+        if self.lease is not None and self.lease.lost:
+            raise LeaseLostError(self.run_id, self.lease.epoch, f"before step {name}")
         if self.stop is not None and self.stop():
             raise RunStopped(name)
         started = {"write": write} if kind == StepKind.TOOL else {}
@@ -176,8 +182,12 @@ class Journal:
     ) -> Any:
         """Record the step's start; None when it may run. A deny for ``marker`` recorded
         meanwhile refuses the call instead: its error result is recorded and returned."""
+        # A read's start need not reach the disk before it runs (an unfinished read is re-run
+        # either way; its result's fsync covers it); a write's must.
+        durable = started.get("write") is True
         try:
-            await self.append(Record.make(STEP_STARTED, name, kind, started), unless_denied=marker)
+            start = Record.make(STEP_STARTED, name, kind, started)
+            await self.append(start, unless_denied=marker, sync=durable)
             return None
         except _DeniedMeanwhile as e:
             refused = Result(e.reason, is_error=True).to_dict()
@@ -202,25 +212,36 @@ class Journal:
                 task.add_done_callback(_retrieve)
             raise
 
-    async def append(self, record: Record, *, unless_denied: str | None = None) -> Record:
+    async def append(
+        self, record: Record, *, unless_denied: str | None = None, sync: bool = True
+    ) -> Record:
         """Append a record to the run's journal and to this view of it. ``unless_denied``
         refuses the append (``_DeniedMeanwhile``) when a deny for that marker is recorded
         after what this journal has seen. Records others appended meanwhile (signals) join
         this view too."""
         check = None
         missed: list[Record] = []
+        loaded = self._loaded
         if unless_denied is not None:
-            marker, loaded, known = unless_denied, self._loaded, self._known
+            marker, known = unless_denied, self._known
 
             def check(records: list[Record]) -> None:
-                missed[:] = [r for r in records[loaded:] if r.seq not in known]
+                missed[:] = [r for r in records if r.seq not in known]
                 reason = denial_of(marker, missed)
                 if reason is not None:
                     raise _DeniedMeanwhile(reason)
 
         # fsync takes milliseconds: keep it off the event loop (a worker runs many runs on it).
         try:
-            stored = await asyncio.to_thread(self.store.append, self.run_id, record, check=check)
+            stored = await asyncio.to_thread(
+                self.store.append,
+                self.run_id,
+                record,
+                check=check,
+                lease=self.lease,
+                since=loaded,
+                sync=sync,
+            )
         finally:
             if missed:
                 self._learn(missed)

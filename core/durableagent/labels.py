@@ -4,7 +4,7 @@ attention first."""
 
 from __future__ import annotations
 
-from .view import RunStatus
+from .fold import RunStatus
 
 STATUS_GLYPH: dict[RunStatus, str] = {
     RunStatus.CORRUPT: "⊘",

@@ -11,20 +11,23 @@ from typing import Any
 
 from .errors import (
     CorruptJournalError,
+    DurableAgentError,
     IndeterminateError,
     InputMismatchError,
+    LeaseLostError,
     RunChangedError,
     RunNotFoundError,
     RunStopped,
     SignalError,
 )
 from .gate import PolicyGate, marker_for, marker_step
+from .ids import check_run_id
 from .journal import Journal, Reconcile, StepIndex, deny_reason
 from .loop import AgentConfig, run_loop
 from .messages import Message, model_step
 from .outcome import Outcome, Status
 from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, Record, signal_fields
-from .store import Store, check_run_id
+from .stores import Lease, Store
 
 SIGNALS = ("approve", "deny", "reconcile")
 _PAST = {"approve": "approved", "deny": "denied"}
@@ -45,12 +48,16 @@ async def run(
     input: Sequence[Message] | None,
     *,
     stop: Callable[[], bool] | None = None,
+    owner: str | None = None,
 ) -> Outcome:
     """Execute or resume ``run_id``. ``input`` starts a new run (or must equal the recorded
     one); None resumes a known run. Completed runs return their recorded answer.
 
     ``stop`` is asked before each new step: once True, the attempt ends with RunStopped
-    between two steps, saves no outcome, and the run stays ready for the next attempt."""
+    between two steps, saves no outcome, and the run stays ready for the next attempt.
+    ``owner`` names this runner in the lease and the attempt log (default ``host:pid``). The
+    lease is renewed while the attempt runs; an attempt whose lease was taken over ends with
+    LeaseLostError before its next step, having written nothing more."""
     check_run_id(run_id)
     store = config.store
     given = None if input is None else _as_json([m.to_dict() for m in input])
@@ -58,7 +65,8 @@ async def run(
     done = _check_start(run_id, records, given)
     if done is not None:
         return done
-    with store.lease(run_id) as lease:
+    with store.lease(run_id, owner=owner) as lease:
+        renewing = asyncio.create_task(_keep_renewed(lease))
         journal: Journal | None = None
         try:
             records = await asyncio.to_thread(store.load, run_id)
@@ -67,8 +75,8 @@ async def run(
                 return done
             if not records:
                 started = Record.make(RUN_STARTED, data={"input": given})
-                records = [await asyncio.to_thread(store.append, run_id, started)]
-            journal = Journal(store, run_id, records, stop=stop)
+                records = [await asyncio.to_thread(store.append, run_id, started, lease=lease)]
+            journal = Journal(store, run_id, records, stop=stop, lease=lease)
             approved, denied = _decisions(records)
             loop_out = await run_loop(
                 config.agent,
@@ -89,12 +97,14 @@ async def run(
         except IndeterminateError as e:
             assert journal is not None
             outcome = Outcome(Status.INDETERMINATE, step=e.step, seq=journal.last_seq)
-        except RunStopped:
-            raise  # not a failure: the run resumes from its journal next time
+        except (RunStopped, LeaseLostError):
+            # Not a failure: the run resumes from its journal next time (stopped), or another
+            # runner has it now (lost): either way this attempt has nothing to record.
+            raise
         except Exception as e:
             seq = journal.last_seq if journal is not None else (records[-1].seq if records else 0)
             failed = Outcome(Status.FAILED, error=f"{type(e).__name__}: {e}", seq=seq)
-            await asyncio.to_thread(store.save_outcome, run_id, failed)
+            await asyncio.to_thread(store.save_outcome, run_id, failed, lease=lease)
             raise
         except BaseException:
             # Cancelled (a worker out of grace, Ctrl-C) while a step's function still runs:
@@ -103,8 +113,24 @@ async def run(
             if journal is not None and journal.unfinished is not None:
                 lease.keep_until(journal.unfinished)
             raise
-        await asyncio.to_thread(store.save_outcome, run_id, outcome)
+        finally:
+            renewing.cancel()
+        await asyncio.to_thread(store.save_outcome, run_id, outcome, lease=lease)
         return outcome
+
+
+async def _keep_renewed(lease: Lease) -> None:
+    """Renew the lease every third of its ttl while the attempt runs. A renewal that fails
+    (the store unreachable) is tried again; the lease reports itself lost once its ttl passed
+    without one, and the journal stops before its next step."""
+    while True:
+        await asyncio.sleep(lease.ttl / 3)
+        try:
+            await asyncio.to_thread(lease.renew)
+        except LeaseLostError:
+            return
+        except (DurableAgentError, OSError):
+            continue
 
 
 def submit(store: Store, run_id: str, input: Sequence[Message]) -> Record:

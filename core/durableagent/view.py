@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import DurableAgentError
+from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .gate import Pending
+from .ids import check_run_id
 from .journal import StepIndex
 from .messages import Message, ToolCall
-from .outcome import Outcome, Status
+from .outcome import Outcome
 from .record import (
     RUN_COMPLETED,
     RUN_STARTED,
@@ -19,26 +20,8 @@ from .record import (
     STEP_COMPLETED,
     STEP_STARTED,
     Record,
-    signal_fields,
 )
-from .store import Store, check_run_id
-
-
-class RunStatus(enum.StrEnum):
-    """A run's status as a supervisor shows it (the first matching rule wins)."""
-
-    CORRUPT = "corrupt"
-    COMPLETED = "completed"
-    RUNNING = "running"
-    INDETERMINATE = "indeterminate"
-    AWAITING_APPROVAL = "awaiting_approval"
-    FAILED = "failed"
-    READY = "ready"
-
-
-NEEDS_HUMAN = frozenset(
-    {RunStatus.CORRUPT, RunStatus.INDETERMINATE, RunStatus.AWAITING_APPROVAL, RunStatus.FAILED}
-)
+from .stores import Store
 
 
 @dataclass(frozen=True)
@@ -109,14 +92,14 @@ def view_run(
 ) -> RunView:
     """Fold a run's records (and its last outcome and lease) into a RunView. No I/O."""
     index = StepIndex(records)
+    status_fold = Fold()  # the status, as the stores' summaries compute it
     steps: dict[str, dict[str, Any]] = {}
     calls: dict[str, ToolCall] = {}
     signals: list[Record] = []
-    decided: set[str] = set()
     completed: Message | None = None
     run_input: tuple[Message, ...] = ()
-    model_calls = 0
     for r in records:
+        status_fold.add(r)
         t = r.type
         if t == STEP_STARTED:
             s = steps.get(r.step)
@@ -128,8 +111,6 @@ def view_run(
                     "attempts": 0,
                 }
             s["attempts"] += 1
-            if r.kind == "model":
-                model_calls += 1
         elif t == STEP_COMPLETED:
             s = steps.setdefault(r.step, {"name": r.step, "kind": r.kind, "attempts": 0})
             if "completed_at" not in s:
@@ -139,9 +120,6 @@ def view_run(
                     _note_calls(r, calls)
         elif t == SIGNAL:
             signals.append(r)
-            name, payload, _, _ = signal_fields(r)
-            if name in ("approve", "deny"):
-                decided.add(str(payload.get("marker")))
         elif t == RUN_COMPLETED:
             completed = _message(r.data.get("message"))
         elif t == RUN_STARTED:
@@ -165,24 +143,10 @@ def view_run(
         )
         for n, s in steps.items()
     )
-    stuck = next((v for v in step_views if index.indeterminate(v.name)), None)
-    pending: tuple[Pending, ...] = ()
-    if outcome is not None and outcome.status == Status.AWAITING_APPROVAL:
-        pending = tuple(p for p in outcome.pending if p.marker not in decided)
-
-    last_seq = records[-1].seq if records else 0
-    if completed is not None:
-        status = RunStatus.COMPLETED
-    elif leased:
-        status = RunStatus.RUNNING
-    elif stuck is not None:
-        status = RunStatus.INDETERMINATE
-    elif pending:
-        status = RunStatus.AWAITING_APPROVAL
-    elif outcome is not None and outcome.status == Status.FAILED and outcome.seq == last_seq:
-        status = RunStatus.FAILED
-    else:
-        status = RunStatus.READY
+    status = status_fold.status(outcome, leased)
+    stuck_name = status_fold.indeterminate
+    stuck = next((v for v in step_views if v.name == stuck_name), None)
+    pending = tuple(status_fold.pending(outcome))
     error = outcome.error if status == RunStatus.FAILED and outcome is not None else ""
     return RunView(
         run_id=run_id,
@@ -193,7 +157,7 @@ def view_run(
         indeterminate=stuck,
         answer=completed,
         input=run_input,
-        model_calls=model_calls,
+        model_calls=status_fold.model_calls,
         started_at=records[0].at if records else None,
         last_activity=records[-1].at if records else None,
         error=error,

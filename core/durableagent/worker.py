@@ -1,12 +1,13 @@
 """The worker: resumes every ready run of a store, retries failed ones with bounded backoff.
 
-A worker watches the store directory (watchfiles) so that a submitted run or a signal is picked
-up within a fraction of a second, and rescans periodically as a safety net for missed events.
+A worker follows the store's change feed (``Store.changes``: a file watch, or PostgreSQL's
+LISTEN/NOTIFY) so that a submitted run or a signal is picked up within a fraction of a second,
+and looks at every run periodically as a safety net for missed notices.
 Every resume goes through :func:`durableagent.run`, which holds the run's lease: several workers
 (in one process or many) never execute the same run at once, and a busy run is simply skipped.
 
-Failed attempts are counted in ``<store>/.worker/<run_id>.json`` so that every worker process on
-the store shares one budget of ``max_attempts``. The count starts again from zero when a human
+Failed attempts are counted in the store (``Store.write_failures``) so that every worker process
+on the store shares one budget of ``max_attempts``. The count starts again from zero when a human
 acts on the run (a new signal) and is removed by ``agentrun retry RUN`` (:func:`reset_attempts`);
 either makes an exhausted failed run eligible again without a new record type in the journal.
 """
@@ -22,21 +23,24 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass
 
-import watchfiles
-
-from .errors import DurableAgentError, RunBusyError, RunStopped
+from .errors import DurableAgentError, LeaseLostError, RunBusyError, RunStopped
+from .fold import RunStatus, Summary
 from .gate import PolicyGate
 from .journal import steps_still_running
 from .loop import AgentConfig
 from .run import Config, run
-from .store import FileStore, run_of_path
-from .view import RunStatus, RunView, view_store
+from .stores import Store
 
 log = logging.getLogger("durableagent.worker")
 
 # `agentrun worker` exits with this when steps still ran after the grace period: the process
 # ends so that their threads end with it, and the kernel frees their leases only then.
 EXIT_STEPS_ABANDONED = 3
+_LOOK_ONE_BY_ONE = 64  # more changed runs than this: read the summaries instead
+
+
+def _where(store: Store) -> str:
+    return str(getattr(store, "description", store))
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ class Attempts:
     error: str = ""
 
 
-def read_attempts(store: FileStore, run_id: str) -> Attempts | None:
+def read_attempts(store: Store, run_id: str) -> Attempts | None:
     """The recorded failure count of ``run_id``, or None when there is none (or it is unreadable:
     the count is advisory, a lost one only means a few more retries)."""
     d = store.read_failures(run_id)
@@ -81,26 +85,31 @@ def read_attempts(store: FileStore, run_id: str) -> Attempts | None:
         return None
 
 
-def reset_attempts(store: FileStore, run_id: str) -> bool:
+def reset_attempts(store: Store, run_id: str) -> bool:
     """Forget the failures of ``run_id`` so workers retry it (``agentrun retry``). True when
     there was a count to forget."""
     return store.clear_failures(run_id)
 
 
-def note_failure(store: FileStore, run_id: str, error: BaseException) -> int:
+def note_failure(store: Store, run_id: str, error: BaseException) -> int:
     """Count one more failed attempt of ``run_id`` (shared by every worker on the store) and
     return the count. Raises StoreError when the count cannot be written."""
-    view = view_store(store, run_id)
-    failures = _failures_now(read_attempts(store, run_id), view) + 1
+    signals = _signals(store, run_id)
+    failures = _failures_now(read_attempts(store, run_id), signals) + 1
     text = f"{type(error).__name__}: {error}"
-    attempts = Attempts(failures, len(view.signals), time.time(), text)
+    attempts = Attempts(failures, signals, time.time(), text)
     store.write_failures(run_id, attempts.__dict__)
     return failures
 
 
-def _failures_now(attempts: Attempts | None, view: RunView) -> int:
+def _signals(store: Store, run_id: str) -> int:
+    summary = store.summary(run_id)
+    return summary.signals if summary is not None else 0
+
+
+def _failures_now(attempts: Attempts | None, signals: int) -> int:
     """Failures that still count: none once a human has signalled since they were counted."""
-    if attempts is None or attempts.signals != len(view.signals):
+    if attempts is None or attempts.signals != signals:
         return 0
     return attempts.failures
 
@@ -114,15 +123,15 @@ class Worker:
     ``concurrency`` runs execute at once. A failed run is retried after
     ``backoff * 2**(failures-1)`` seconds (at most ``max_backoff``) until it has failed
     ``max_attempts`` times; then it stays failed until a human signals it or runs
-    ``agentrun retry RUN``. ``debounce`` and ``step`` (ms) tune the watch; ``rescan`` (s) is the
-    safety-net full scan; ``grace`` (s) is how long in-flight steps may take to finish and
-    record once ``stop`` is set.
+    ``agentrun retry RUN``. ``rescan`` (s) is the safety-net full look; ``grace`` (s) is how
+    long in-flight steps may take to finish and record once ``stop`` is set; ``owner`` names
+    this worker in leases and attempts (default ``host:pid``).
     """
 
     def __init__(
         self,
         agent: Agent,
-        store: FileStore,
+        store: Store,
         *,
         concurrency: int = 4,
         max_attempts: int = 3,
@@ -130,8 +139,7 @@ class Worker:
         max_backoff: float = 60.0,
         grace: float = 10.0,
         rescan: float = 5.0,
-        debounce: int = 200,
-        step: int = 10,
+        owner: str | None = None,
         exit_on_abandoned: bool = True,
     ) -> None:
         if concurrency < 1:
@@ -148,8 +156,7 @@ class Worker:
         self.max_backoff = max_backoff
         self.grace = grace
         self.rescan = rescan
-        self.debounce = debounce
-        self.step = step
+        self.owner = owner
         self._stopping = False
         self._running: dict[str, asyncio.Task[None]] = {}
         self._dirty: set[str] = set()
@@ -174,7 +181,6 @@ class Worker:
         self._scan_all = True
         self._wake.set()
         watch = asyncio.create_task(self._watch(stop))
-        rescan = asyncio.create_task(self._rescan_periodically(stop))
         stopped = asyncio.create_task(stop.wait())
         try:
             while not stop.is_set():
@@ -187,16 +193,16 @@ class Worker:
                 try:
                     await self._dispatch()
                 except Exception as e:  # a store hiccup must not end the worker
-                    log.warning("looking at %s failed (%s); next look soon", self.store.root, e)
+                    log.warning("looking at %s failed (%s); next look soon", _where(self.store), e)
         finally:
             self._stopping = True
             for handle in self._timers.values():
                 handle.cancel()
             self._timers.clear()
             await self._drain()
-            for t in (watch, rescan, stopped):
+            for t in (watch, stopped):
                 t.cancel()
-            await asyncio.gather(watch, rescan, stopped, return_exceptions=True)
+            await asyncio.gather(watch, stopped, return_exceptions=True)
 
     def poke(self, run_id: str | None = None) -> None:
         """Look at ``run_id`` (or every run) again soon."""
@@ -209,50 +215,53 @@ class Worker:
     # -- finding work --------------------------------------------------------------------
 
     async def _watch(self, stop: asyncio.Event) -> None:
-        root = self.store.root.resolve()
-
-        def relevant(change: watchfiles.Change, path: str) -> bool:
-            return run_of_path(root, path) is not None
-
+        """Mark the runs the store says changed (and every run at each rescan)."""
         try:
-            async for changes in watchfiles.awatch(
-                root,
-                watch_filter=relevant,
-                debounce=self.debounce,
-                step=self.step,
-                stop_event=stop,
-                rust_timeout=500,
-            ):
-                for _, path in changes:
-                    run_id = run_of_path(root, path)
-                    if run_id is not None:
-                        self._dirty.add(run_id)
+            async for ids in self.store.changes(rescan=self.rescan):
+                if len(ids) > _LOOK_ONE_BY_ONE:
+                    self._scan_all = True
+                else:
+                    self._dirty |= ids
                 self._wake.set()
-        except Exception as e:  # the rescan keeps the worker correct without the watch
-            log.warning("watching %s failed (%s); relying on the periodic rescan", root, e)
-
-    async def _rescan_periodically(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            await asyncio.sleep(self.rescan)
-            self.poke()
+        except Exception as e:  # the periodic look keeps the worker correct without it
+            log.warning(
+                "watching %s failed (%s); looking every %ss", _where(self.store), e, self.rescan
+            )
+            while not stop.is_set():
+                await asyncio.sleep(self.rescan)
+                self.poke()
 
     async def _dispatch(self) -> None:
-        if self._scan_all:
+        if self._scan_all or len(self._dirty) > _LOOK_ONE_BY_ONE:
             self._scan_all = False
             self._dirty.clear()
-            ids = await asyncio.to_thread(self.store.run_ids)
+            looks = await asyncio.to_thread(self._look_all)
         else:
-            ids = sorted(self._dirty)
+            ids = [i for i in sorted(self._dirty) if i not in self._running]
             self._dirty.clear()
-        ids = [i for i in ids if i not in self._running]
-        if not ids:
-            return
-        looks = await asyncio.to_thread(self._look, ids)
-        for run_id, view, attempts in looks:
-            self._consider(run_id, view, attempts)
+            if not ids:
+                return
+            looks = await asyncio.to_thread(self._look, ids)
+        for summary, attempts in looks:
+            self._consider(summary, attempts)
 
-    def _look(self, ids: list[str]) -> list[tuple[str, RunView, Attempts | None]]:
-        return [(i, view_store(self.store, i), self._attempts(i)) for i in ids]
+    def _look_all(self) -> list[tuple[Summary, Attempts | None]]:
+        """Every run that may need this worker, from the store's summaries (no journal is
+        read)."""
+        wanted = (RunStatus.READY, RunStatus.FAILED)
+        return [
+            (s, self._attempts(s.run_id))
+            for s in self.store.summaries()
+            if s.status in wanted and s.run_id not in self._running
+        ]
+
+    def _look(self, ids: list[str]) -> list[tuple[Summary, Attempts | None]]:
+        out = []
+        for run_id in ids:
+            summary = self.store.summary(run_id)
+            if summary is not None:
+                out.append((summary, self._attempts(run_id)))
+        return out
 
     def _attempts(self, run_id: str) -> Attempts | None:
         """The latest failure count: the store's, or this worker's own when it is newer (the
@@ -263,13 +272,14 @@ class Worker:
             return seen
         return recorded
 
-    def _consider(self, run_id: str, view: RunView, attempts: Attempts | None) -> None:
+    def _consider(self, summary: Summary, attempts: Attempts | None) -> None:
+        run_id = summary.run_id
         if self._stopping or run_id in self._running:
             return
-        if view.status not in (RunStatus.READY, RunStatus.FAILED):
+        if summary.status not in (RunStatus.READY, RunStatus.FAILED):
             self._gave_up.discard(run_id)
             return
-        failures = _failures_now(attempts, view)
+        failures = _failures_now(attempts, summary.signals)
         if failures >= self.max_attempts:
             if run_id not in self._gave_up:
                 self._gave_up.add(run_id)
@@ -309,11 +319,13 @@ class Worker:
     async def _execute(self, run_id: str) -> None:
         config = Config(self.agent.config, self.agent.gate, self.store)
         try:
-            outcome = await run(config, run_id, None, stop=lambda: self._stopping)
+            outcome = await run(config, run_id, None, stop=lambda: self._stopping, owner=self.owner)
         except RunBusyError:
             log.debug("run %s is busy elsewhere; skipped", run_id)
         except RunStopped:
             log.info("run %s stopped between steps for shutdown; it resumes later", run_id)
+        except LeaseLostError as e:
+            log.warning("run %s: %s; leaving it to the new holder", run_id, e)
         except asyncio.CancelledError:
             log.warning("run %s cancelled after the grace period", run_id)
             raise
@@ -338,13 +350,13 @@ class Worker:
         """Count a failed attempt in the store and in memory. A store that cannot record the
         count (full, read-only) is said once per failure, that is once per backoff step."""
         text = f"{type(error).__name__}: {error}"
-        view = view_store(self.store, run_id)
-        failures = _failures_now(self._attempts(run_id), view) + 1
+        signals = _signals(self.store, run_id)
+        failures = _failures_now(self._attempts(run_id), signals) + 1
         try:
             note_failure(self.store, run_id, error)
             self._seen_failures.pop(run_id, None)
         except (DurableAgentError, OSError) as e:
-            self._seen_failures[run_id] = Attempts(failures, len(view.signals), time.time(), text)
+            self._seen_failures[run_id] = Attempts(failures, signals, time.time(), text)
             log.warning(
                 "run %s: cannot record its failure count in the store (%s); counting in "
                 "memory and retrying with backoff",

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 from . import run_tui
 
@@ -16,12 +15,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--store",
         default=os.environ.get("AGENTRUN_STORE", "runs"),
-        help="the store directory (default $AGENTRUN_STORE, else ./runs)",
+        help="the store: a directory or a postgresql:// URL (default $AGENTRUN_STORE, else ./runs)",
     )
     parser.add_argument("--read-only", action="store_true", help="hide every action")
     parser.add_argument("--poll", action="store_true", help="poll instead of file events")
     args = parser.parse_args(argv)
-    return run_tui(Path(args.store), read_only=args.read_only, poll=args.poll)
+    from durableagent import open_store
+
+    return run_tui(open_store(args.store, create=False), read_only=args.read_only, poll=args.poll)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from durableagent import FileStore, RunChangedError, RunStatus, RunView, signal, view_store
+from durableagent import RunChangedError, RunStatus, RunView, Store, signal, view_store
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class ChangedUnderneath(Exception):
     """The run moved on while the dialog was open; nothing was written."""
 
 
-def write_decision(store: FileStore, pin: Pin, decision: Decision) -> str:
+def write_decision(store: Store, pin: Pin, decision: Decision) -> str:
     """Reload the run; if its last seq or status moved since ``pin``, raise ChangedUnderneath
     and write nothing; otherwise write each signal. Signal refusals propagate (SignalError)."""
     now = view_store(store, pin.run_id)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from functools import partial
-from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
 from durableagent import RunStatus, RunView
-from durableagent.store import run_of_path
+from durableagent.stores import Store
 
 from .actions import Decision, Pin, write_decision
 from .detail import RecordDetail
@@ -33,14 +33,16 @@ from .styles import LOOKS, RANK
 from .timeline import Timeline
 from .tracker import Changes, StoreTracker
 
-# watchfiles groups a burst of writes: wait for 20 ms of quiet, at most 60 ms.
-DEBOUNCE_MS = 60
-STEP_MS = 20
+LOOK_ONE_BY_ONE = 64  # more changed runs than this in one notice: read the summaries
 RESCAN_S = 30.0  # safety net for missed watch events
 POLL_S = 1.0  # --poll, or after a watch error
 LEASE_S = 2.0  # a dead worker's lease makes no file event
 RETIME_S = 10.0
-WATCH_SETTLE_S = 0.5
+
+
+def store_label(store: Store) -> str:
+    """How the header names a store."""
+    return str(getattr(store, "description", store))
 
 
 class SupervisorApp(App[int]):
@@ -60,7 +62,7 @@ class SupervisorApp(App[int]):
 
     def __init__(
         self,
-        root: Path,
+        store: Store | str | os.PathLike[str],
         *,
         read_only: bool = False,
         poll: bool = False,
@@ -69,19 +71,19 @@ class SupervisorApp(App[int]):
         label: str | None = None,
         cursor_blink: bool = True,
     ) -> None:
-        """``live=False`` loads once and never watches (tests); ``clock`` gives "now" for
-        relative times; ``label`` replaces the store path in the header; ``cursor_blink=False``
-        keeps pictures stable."""
+        """``store`` is a Store, or a directory that becomes a FileStore once it exists;
+        ``live=False`` loads once and never watches (tests); ``clock`` gives "now" for
+        relative times; ``label`` replaces the store's name in the header;
+        ``cursor_blink=False`` keeps pictures stable."""
         super().__init__()
         self.cursor_blink = cursor_blink
-        # Resolved: the watcher reports absolute paths, and they are matched against it.
-        self.root = Path(root).resolve()
         self.read_only = read_only
         self.poll = poll
         self.live = live
         self.clock = clock
-        self.label = label if label is not None else str(root)
-        self.tracker = StoreTracker(self.root)
+        where = store if isinstance(store, (str, os.PathLike)) else store_label(store)
+        self.label = label if label is not None else str(where)
+        self.tracker = StoreTracker(store)
         self.views: dict[str, RunView] = {}
         self.resumed: dict[str, int | None] = {}
         self.filter_text = ""
@@ -157,45 +159,27 @@ class SupervisorApp(App[int]):
 
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def _watch(self) -> None:
-        from watchfiles import awatch
-
-        root = self.root
-        while not root.is_dir():
+        store = self.tracker.store
+        while store is None:
             self.header.set_live("waiting for store")
             await asyncio.sleep(POLL_S)
+            store = self.tracker.store
         self.header.set_live("watching")
         self.set_interval(RESCAN_S, self._rescan)
-        await self._rescan()  # whatever happened before the watch began
-
-        subdirs = {str(root / ".leases"), str(root / ".outcomes")}
-
-        def wanted(_change: object, path: str) -> bool:
-            return path in subdirs or run_of_path(root, path) is not None
-
-        # awatch registers its watch only once iterated: a write landing between the rescan
-        # above and that moment makes no event, so look once more when the watch is up.
-        self.set_timer(WATCH_SETTLE_S, self._rescan)
+        await self._rescan()  # whatever happened before the change feed began
         try:
-            async for batch in awatch(
-                root,
-                watch_filter=wanted,
-                debounce=DEBOUNCE_MS,
-                step=STEP_MS,
-                recursive=True,
-                ignore_permission_denied=True,
-            ):
-                paths = {path for _, path in batch}
-                if paths & subdirs:
-                    # Files made in a brand-new directory can beat its watch: look at all.
-                    await self._rescan()
+            async for ids in store.changes(rescan=RESCAN_S):
+                if len(ids) > LOOK_ONE_BY_ONE:
+                    await self._rescan()  # a rescan's worth: the summaries are cheaper
                     continue
-                ids = {rid for path in paths if (rid := run_of_path(root, path))}
-                # Refreshing off the loop while awatch keeps collecting coalesces a burst.
+                # Refreshing off the loop while the feed keeps collecting coalesces a burst.
                 changes = await asyncio.to_thread(self._locked, partial(self.tracker.refresh, ids))
                 self.apply(changes)
-        except Exception as e:  # the watch is best effort: polling keeps the screen live
+        except Exception as e:  # the feed is best effort: polling keeps the screen live
             self.notify(
-                f"watching {root} failed ({e}); polling instead", severity="warning", markup=False
+                f"watching {self.label} failed ({e}); polling instead",
+                severity="warning",
+                markup=False,
             )
             self._start_polling("watch error")
 
@@ -298,7 +282,7 @@ class SupervisorApp(App[int]):
             return
         if not self.loaded:
             msg = "loading…"
-        elif not self.root.is_dir():
+        elif self.tracker.store is None:
             msg = f"No store at {self.label} yet; the screen fills in when runs appear."
         elif self.filter_text:
             msg = f"No run matches {self.filter_text!r} (esc clears the filter)."

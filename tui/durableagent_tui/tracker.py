@@ -1,9 +1,10 @@
-"""The store as the TUI knows it: one tail per journal, folded with ``view_run``.
+"""The store as the TUI knows it: one followed journal per run, folded with ``view_run``.
 
-A tail remembers how many bytes of a journal it has read, so a change costs only the new bytes
-(``FileStore.load_since``). Status always comes from the core fold (``view_run``, or
-``view_store`` for a journal that does not load); this module only decides what to re-read.
-Its methods do file I/O and are meant to run off the event loop.
+Everything goes through the ``Store`` protocol (a FileStore or a PostgresStore, the TUI cannot
+tell): the store's summaries say which runs moved, ``load_since`` reads only their new records.
+Status always comes from the core fold (``view_run``, or ``view_store`` for a journal that does
+not load); this module only decides what to re-read. Its methods do I/O and are meant to run
+off the event loop.
 """
 
 from __future__ import annotations
@@ -18,20 +19,20 @@ from durableagent import (
     Record,
     RunStatus,
     RunView,
-    valid_run_id,
+    Store,
+    Summary,
     view_run,
     view_store,
 )
 
-# (journal size, journal mtime, outcome mtime, lease size): what a rescan compares.
-Signature = tuple[int, int, int, int]
+# What a summary says changed: the journal's end, the status, the lease.
+Signature = tuple[int, str, bool, str]
 
 
 @dataclass
 class _Tail:
-    offset: int = 0
     records: list[Record] = field(default_factory=list)
-    signature: Signature = (0, 0, 0, 0)
+    signature: Signature | None = None
     corrupt: bool = False
     boundary: int | None = None  # the seq an unfinished attempt ended at
 
@@ -48,20 +49,31 @@ class Changes:
         return bool(self.views or self.removed)
 
 
-class StoreTracker:
-    """Per-run tails over a FileStore; every method returns the views that changed."""
+def _signature(s: Summary) -> Signature:
+    return (s.last_seq, str(s.status), s.leased, s.waiting_on)
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self._store: FileStore | None = None
+
+class StoreTracker:
+    """Per-run tails over a store; every method returns the views that changed.
+
+    ``source`` is a Store, or a directory that becomes a FileStore once it exists (the TUI
+    never creates a store)."""
+
+    def __init__(self, source: Store | str | os.PathLike[str]) -> None:
+        self._store: Store | None = None
+        self._path: Path | None = None
+        if isinstance(source, (str, os.PathLike)):
+            self._path = Path(source)
+        else:
+            self._store = source
         self._tails: dict[str, _Tail] = {}
         self._leased: set[str] = set()
 
     @property
-    def store(self) -> FileStore | None:
-        """The FileStore, once its directory exists (the TUI never creates a store)."""
-        if self._store is None and self.root.is_dir():
-            self._store = FileStore(self.root, create=False)
+    def store(self) -> Store | None:
+        """The store, once it exists."""
+        if self._store is None and self._path is not None and self._path.is_dir():
+            self._store = FileStore(self._path, create=False)
         return self._store
 
     def run_ids(self) -> list[str]:
@@ -80,70 +92,66 @@ class StoreTracker:
         return None
 
     def scan(self) -> Changes:
-        """Look at every journal; re-read those whose signature moved. The safety net for
-        missed watch events, and the whole of polling mode. One directory listing per folder
-        keeps it cheap with many runs."""
+        """Look at every run through the store's summaries; re-read those that moved. The
+        safety net for missed change notices, and the whole of polling mode."""
         store = self.store
         if store is None:
             gone = frozenset(self._tails)
             self._tails.clear()
             return Changes(removed=gone)
-        journals = _listing(self.root, ".jsonl", size=True)
-        outcomes = _listing(self.root / ".outcomes", ".json", size=False)
-        leases = _listing(self.root / ".leases", ".lock", size=True)
-        gone = frozenset(self._tails.keys() - journals.keys())
+        summaries = {s.run_id: s for s in store.summaries()}
+        gone = frozenset(self._tails.keys() - summaries.keys())
         for rid in gone:
             self._tails.pop(rid, None)
-        moved = []
-        for rid, (size, mtime) in journals.items():
-            if not valid_run_id(rid):
-                continue
-            tail = self._tails.get(rid)
-            sig = (size, mtime, outcomes.get(rid, (0, 0))[1], leases.get(rid, (0, 0))[0])
-            if tail is None or tail.signature != sig:
-                moved.append(rid)
-        changes = self.refresh(moved)
+        moved = [
+            rid
+            for rid, s in summaries.items()
+            if (tail := self._tails.get(rid)) is None or tail.signature != _signature(s)
+        ]
+        changes = self.refresh(moved, summaries)
         return Changes(changes.views, changes.removed | gone, changes.resumed)
 
-    def refresh(self, run_ids: list[str] | set[str]) -> Changes:
-        """Re-read the given runs (new bytes only) and fold them again."""
+    def refresh(
+        self, run_ids: list[str] | set[str], summaries: dict[str, Summary] | None = None
+    ) -> Changes:
+        """Re-read the given runs (new records only) and fold them again."""
         views: dict[str, RunView] = {}
         removed: set[str] = set()
         store = self.store
         if store is None:
             return Changes(removed=frozenset(self._tails))
         for rid in run_ids:
-            sig = self._signature(rid)
-            if sig is None:
+            summary = summaries.get(rid) if summaries is not None else store.summary(rid)
+            if summary is None:
                 if self._tails.pop(rid, None) is not None:
                     removed.add(rid)
                 continue
-            views[rid] = self._read(store, rid, self._tails.get(rid), sig)
+            views[rid] = self._read(store, rid, summary)
         resumed = {rid: self.resumed_at(rid) for rid in views}
         return Changes(views, frozenset(removed), resumed)
 
     def recheck_leases(self) -> Changes:
-        """Refold the runs shown as running whose lease is gone: a worker that dies leaves its
-        lease file as it was, so no file event tells us."""
+        """Refold the runs shown as running whose lease is gone: a worker that dies leaves
+        no change notice behind."""
         store = self.store
         if store is None:
             return Changes()
         dead = [rid for rid in self._leased if not store.is_leased(rid)]
         return self.refresh(dead) if dead else Changes()
 
-    def _read(self, store: FileStore, rid: str, tail: _Tail | None, sig: Signature) -> RunView:
-        if tail is None or tail.corrupt or sig[0] < tail.offset:
+    def _read(self, store: Store, rid: str, summary: Summary) -> RunView:
+        tail = self._tails.get(rid)
+        if tail is None or tail.corrupt or summary.last_seq < len(tail.records):
             tail = self._tails[rid] = _Tail()
-        tail.signature = sig
+        tail.signature = _signature(summary)
         try:
-            new, tail.offset = store.load_since(rid, tail.offset, len(tail.records) + 1)
+            tail.records.extend(store.load_since(rid, len(tail.records)))
         except DurableAgentError:
             # The core fold names the line and the reason of a journal that does not load.
             tail.corrupt = True
             self._leased.discard(rid)
             return view_store(store, rid)
-        tail.records.extend(new)
-        leased = store.is_leased(rid)
+        leased = summary.leased
         view = view_run(tail.records, outcome=store.last_outcome(rid), leased=leased, run_id=rid)
         if view.outcome is not None and view.outcome.status != "completed":
             tail.boundary = view.outcome.seq
@@ -152,49 +160,3 @@ class StoreTracker:
         else:
             self._leased.discard(rid)
         return view
-
-    def _signature(self, rid: str) -> Signature | None:
-        root = self.root
-        try:
-            st = os.stat(root / f"{rid}.jsonl")
-        except (FileNotFoundError, NotADirectoryError):
-            return None
-        return (
-            st.st_size,
-            st.st_mtime_ns,
-            _mtime(root / ".outcomes" / f"{rid}.json"),
-            _size(root / ".leases" / f"{rid}.lock"),
-        )
-
-
-def _listing(folder: Path, suffix: str, *, size: bool) -> dict[str, tuple[int, int]]:
-    """``{stem: (size, mtime_ns)}`` of the folder's files ending in ``suffix``."""
-    out: dict[str, tuple[int, int]] = {}
-    cut = len(suffix)
-    try:
-        with os.scandir(folder) as entries:
-            for e in entries:
-                name = e.name
-                if name.endswith(suffix) and not name.startswith("."):
-                    try:
-                        st = e.stat(follow_symlinks=False)
-                    except OSError:
-                        continue
-                    out[name[:-cut]] = (st.st_size if size else 0, st.st_mtime_ns)
-    except (FileNotFoundError, NotADirectoryError):
-        pass
-    return out
-
-
-def _mtime(path: Path) -> int:
-    try:
-        return os.stat(path).st_mtime_ns
-    except OSError:
-        return 0
-
-
-def _size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except OSError:
-        return 0

@@ -11,9 +11,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ..fold import RunStatus
 from ..labels import STATUS_GLYPH
-from ..store import FileStore
-from ..view import RunView
+from ..stores import Store, open_store
 
 DEFAULT_STORE = "./runs"
 DEFAULT_DEMO_STORE = "./agentrun-demo"
@@ -66,9 +66,10 @@ def login_name() -> str | None:
         return None
 
 
-def open_store(args: argparse.Namespace) -> FileStore:
-    """The store named by --store; read commands never create one."""
-    return FileStore(args.store, create=False)
+def store_of(args: argparse.Namespace, *, create: bool = False) -> Store:
+    """The store named by --store (a directory or a postgresql:// URL); read commands never
+    create one."""
+    return open_store(args.store, create=create)
 
 
 def clean(text: object) -> str:
@@ -102,11 +103,16 @@ def dump(value: Any) -> str:
     return json.dumps(value, sort_keys=False)
 
 
-def status_word(view: RunView) -> str:
+def status_word(status: RunStatus) -> str:
     """``▲ awaiting_approval``: a glyph beside every status word."""
-    return f"{STATUS_GLYPH[view.status]} {view.status}"
+    return f"{STATUS_GLYPH[status]} {status}"
 
 
-def no_run(run_id: str, store: FileStore) -> Refused:
+def no_run(run_id: str, store: Store) -> Refused:
     """The refusal for a run id the store does not hold."""
-    return Refused(f"no run {run_id!r} in {store.root}; see 'agentrun ls'")
+    return Refused(f"no run {run_id!r} in {describe(store)}; see 'agentrun ls'")
+
+
+def describe(store: Store) -> str:
+    """Where a store is, for messages (a URL never shows its password)."""
+    return str(getattr(store, "description", store))

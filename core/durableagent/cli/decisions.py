@@ -5,16 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..fold import RunStatus
+from ..ids import check_run_id
 from ..journal import Reconcile
 from ..record import Record
 from ..run import signal
-from ..store import check_run_id
-from ..view import RunStatus, view_store
-from .common import Parents, Refused, Usage, clean, no_run, open_store
+from ..view import view_store
+from .common import Parents, Refused, Usage, clean, no_run, store_of
 
 
 def _signal(args: argparse.Namespace, name: str, payload: Any) -> Record:
-    return signal(open_store(args), args.run, name, payload, by=args.by or None, reason=args.reason)
+    return signal(store_of(args), args.run, name, payload, by=args.by or None, reason=args.reason)
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -25,7 +26,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
         _signal(args, "approve", {"marker": args.marker})
         print(f"approved {args.marker}")
         return 0
-    store = open_store(args)
+    store = store_of(args)
     check_run_id(args.run)
     view = view_store(store, args.run)
     if not view.records and view.status != RunStatus.CORRUPT:
@@ -60,7 +61,7 @@ def cmd_retry(args: argparse.Namespace) -> int:
     """Give a failed run a fresh budget of worker attempts."""
     from ..worker import reset_attempts
 
-    store = open_store(args)
+    store = store_of(args)
     check_run_id(args.run)
     view = view_store(store, args.run)
     if view.status != RunStatus.FAILED:

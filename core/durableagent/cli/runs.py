@@ -3,26 +3,29 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
+from ..fold import RunStatus, Summary
+from ..ids import check_run_id
 from ..labels import ATTENTION_RANK, ago
-from ..messages import Message
+from ..messages import Message, step_tool_name
 from ..record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
 from ..run import submit
-from ..store import FileStore, check_run_id
-from ..view import RunStatus, RunView, view_store
+from ..view import RunView, view_store
 from .common import (
     Parents,
     Refused,
     args_text,
     clean,
+    describe,
     dump,
     no_run,
     one_line,
-    open_store,
     stamp,
     status_word,
+    store_of,
 )
 
 
@@ -75,44 +78,70 @@ def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
     return d
 
 
-def load_views(store: FileStore) -> list[RunView]:
-    views = [view_store(store, i) for i in store.run_ids()]
-    views.sort(key=lambda v: (ATTENTION_RANK[v.status], -(v.last_activity or 0.0), v.run_id))
-    return views
+def summary_dict(s: Summary) -> dict[str, Any]:
+    """A run's summary as plain JSON (what ``ls --json`` prints, one object per run)."""
+    return {
+        "run_id": s.run_id,
+        "status": str(s.status),
+        "needs_human": s.needs_human,
+        "waiting_on": s.waiting_on,
+        "steps": s.steps,
+        "model_calls": s.model_calls,
+        "started_at": s.started_at,
+        "last_activity": s.last_activity,
+        "last_seq": s.last_seq,
+        "error": s.error,
+        "pending": [p.to_dict() for p in s.pending],
+        "indeterminate": None
+        if s.indeterminate is None
+        else {"step": s.indeterminate, "tool": step_tool_name(s.indeterminate)},
+        "input": s.input,
+        "answer": s.answer,
+        "leased": s.leased,
+    }
+
+
+def attention_order(summaries: list[Summary]) -> list[Summary]:
+    """Needs-a-human first, then newest activity first within a status."""
+    return sorted(
+        summaries, key=lambda s: (ATTENTION_RANK[s.status], -(s.last_activity or 0.0), s.run_id)
+    )
 
 
 # -- read commands --------------------------------------------------------------------------
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    """List runs, needs-attention first."""
-    store = open_store(args)
-    views = load_views(store)
+    """List runs, needs-attention first (from the store's summaries: no journal is read
+    whole)."""
+    store = store_of(args)
+    runs = attention_order(store.summaries())
     if args.status:
-        views = [v for v in views if v.status in args.status]
+        runs = [s for s in runs if s.status in args.status]
     if args.json:
-        for v in views:
-            print(dump(view_dict(v, records=False)))
+        for s in runs:
+            print(dump(summary_dict(s)))
         return 0
-    if not views:
-        print(f"no runs in {store.root}" + (" with that status" if args.status else ""))
+    if not runs:
+        print(f"no runs in {describe(store)}" + (" with that status" if args.status else ""))
         return 0
     now = time.time()
     rows = [("STATUS", "RUN", "STEPS", "MODEL CALLS", "WAITING ON", "LAST ACTIVITY")]
-    for v in views:
+    for s in runs:
         rows.append(
             (
-                status_word(v),
-                v.run_id,
-                str(len(v.steps)),
-                str(v.model_calls),
-                one_line(v.waiting_on, 60) or "-",
-                ago(v.last_activity, now),
+                status_word(s.status),
+                s.run_id,
+                str(s.steps),
+                str(s.model_calls),
+                one_line(s.waiting_on, 60) or "-",
+                ago(s.last_activity, now),
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    out = sys.stdout
     for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
+        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
     return 0
 
 
@@ -158,7 +187,7 @@ def _describe(r: Record) -> str:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Print one run: its timeline and what it waits on."""
-    store = open_store(args)
+    store = store_of(args)
     check_run_id(args.run)
     view = view_store(store, args.run)
     if view.status == RunStatus.CORRUPT:
@@ -169,7 +198,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(dump(view_dict(view)))
         return 0
     print(f"run      {view.run_id}")
-    print(f"status   {status_word(view)}")
+    print(f"status   {status_word(view.status)}")
     print(f"started  {stamp(view.started_at)}")
     print(f"last     {stamp(view.last_activity)}")
     print(f"steps    {len(view.steps)}, model calls {view.model_calls}")
@@ -202,8 +231,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  agentrun reconcile {run} {clean(s.name)} --retry         (it did not)")
         from ..demo import demo_dir, is_demo_store
 
-        if is_demo_store(store.root):
-            print(f"(demo: the ticket system is {demo_dir(store.root) / 'tickets.json'})")
+        root = getattr(store, "root", None)
+        if root is not None and is_demo_store(root):
+            print(f"(demo: the ticket system is {demo_dir(root) / 'tickets.json'})")
     elif view.status == RunStatus.FAILED:
         print(f"failed: {clean(view.error)}")
         print(f"fix the cause, then: agentrun retry {run}")
@@ -231,7 +261,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
             f"the run's text is not valid UTF-8 (byte 0x{bad.hex()} at character {e.start}); "
             "nothing was written"
         ) from None
-    store = FileStore(args.store)
+    store = store_of(args, create=True)
     check_run_id(args.run)
     known = bool(store.load(args.run))
     submit(store, args.run, [Message("user", args.text)])

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..store import FileStore
-from .common import DEFAULT_DEMO_STORE, Parents, Refused, Usage, open_store
+from ..stores import FileStore
+from .common import DEFAULT_DEMO_STORE, Parents, Refused, Usage, describe, store_of
 from .runs import cmd_ls
 
 
@@ -56,8 +56,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Serve the store until SIGINT/SIGTERM."""
     from ..worker import Worker
 
-    store = FileStore(args.store)
-    agent = load_agent(args.agent, store.root)
+    store = store_of(args, create=True)
+    agent = load_agent(args.agent, getattr(store, "root", args.store))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
@@ -75,7 +75,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             max_backoff=args.max_backoff,
             grace=args.grace,
             rescan=args.rescan,
-            debounce=args.debounce,
+            owner=args.owner,
         )
     except ValueError as e:
         raise Usage(str(e)) from None
@@ -85,7 +85,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signals.SIGINT, signals.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        print(f"agentrun worker: serving {store.root} (pid {os.getpid()})", file=sys.stderr)
+        who = args.owner or f"pid {os.getpid()}"
+        print(f"agentrun worker: serving {describe(store)} ({who})", file=sys.stderr)
         await worker.serve(stop)
         print("agentrun worker: stopped", file=sys.stderr)
 
@@ -111,9 +112,9 @@ def _run_tui() -> Callable[..., int]:
 
 def cmd_tui(args: argparse.Namespace) -> int:
     """Open the terminal UI on the store."""
-    store = open_store(args)
+    store = store_of(args)
     run_tui = _run_tui()
-    return int(run_tui(store.root, read_only=args.read_only, poll=args.poll))
+    return int(run_tui(store, read_only=args.read_only, poll=args.poll))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -152,7 +153,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         Worker(demo_agent(root), store, backoff=2.0, grace=5.0, rescan=2.0)
     ).start()
     try:
-        return int(run_tui(root))
+        return int(run_tui(store))
     finally:
         if not thread.stop():
             print("agentrun demo: the worker did not stop in time", file=sys.stderr)
@@ -179,8 +180,10 @@ def register(sub: Any, parents: Parents) -> None:
     s.add_argument("--backoff", type=float, default=1.0, help="first retry delay, seconds")
     s.add_argument("--max-backoff", type=float, default=60.0, help="longest retry delay")
     s.add_argument("--grace", type=float, default=10.0, help="seconds for steps in flight")
-    s.add_argument("--rescan", type=float, default=5.0, help="full rescan every N seconds")
-    s.add_argument("--debounce", type=int, default=200, help="watch debounce, ms")
+    s.add_argument("--rescan", type=float, default=5.0, help="look at every run every N seconds")
+    s.add_argument(
+        "--owner", default=None, help="this worker's name in leases and attempts (default host:pid)"
+    )
     s.add_argument("-v", "--verbose", action="store_true", help="log every decision")
     s.set_defaults(fn=cmd_worker)
 

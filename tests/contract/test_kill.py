@@ -1,5 +1,5 @@
-"""The module's promise under a real kill: five worker processes, two SIGKILLs,
-three model calls in all and exactly one ticket."""
+"""The module's promise under a real kill, on every store: five worker processes (named as
+five hosts would be), two SIGKILLs, three model calls in all and exactly one ticket."""
 
 from __future__ import annotations
 
@@ -9,15 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from durableagent import FileStore, Reconcile, RunStatus, signal, view_store
+from durableagent import Reconcile, RunStatus, Store, signal, view_store
 from helpdesk import Side
 
-CHILD = Path(__file__).parent / "_kill_child.py"
+CHILD = Path(__file__).parent.parent / "_kill_child.py"
 
 
-def worker(store: FileStore, side: Side, kill_in: str = "none") -> subprocess.CompletedProcess:
+def worker(spec: str, side: Side, host: int, kill_in: str = "none") -> subprocess.CompletedProcess:
+    """One attempt of run a1 in a child named ``host-N``, as a worker on host N would be."""
     return subprocess.run(
-        [sys.executable, str(CHILD), str(store.root), str(side.root), kill_in],
+        [sys.executable, str(CHILD), spec, str(side.root), kill_in, f"host-{host}"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -29,28 +30,31 @@ def outcome(p: subprocess.CompletedProcess) -> dict:
     return json.loads(p.stdout)
 
 
-def test_sigkill_inside_a_read_and_a_write_across_five_workers(store: FileStore, side: Side):
+def test_sigkill_inside_a_read_and_a_write_across_five_workers(
+    any_store: Store, store_spec: str, tmp_path: Path
+):
+    store, side = any_store, Side(tmp_path / "side")
     # 1: killed inside lookup_policy (a read), after llm/1 was recorded.
-    p1 = worker(store, side, "read")
+    p1 = worker(store_spec, side, 1, "read")
     assert p1.returncode == -sig.SIGKILL
     assert (side.count("model"), side.count("lookup")) == (1, 1)
     assert view_store(store, "a1").status == RunStatus.READY
 
     # 2: the read re-runs, llm/1 does not; the gated write waits for a human.
-    o2 = outcome(worker(store, side))
+    o2 = outcome(worker(store_spec, side, 2))
     assert o2["status"] == "awaiting_approval"
     assert (side.count("model"), side.count("lookup")) == (2, 2)
     signal(store, "a1", "approve", {"marker": o2["pending"][0]["marker"]}, by="alice")
 
     # 3: killed inside create_ticket, after the ticket exists.
-    p3 = worker(store, side, "write")
+    p3 = worker(store_spec, side, 3, "write")
     assert p3.returncode == -sig.SIGKILL
     assert len(side.tickets()) == 1
     last = store.load("a1")[-1]
     assert (last.type, last.step) == ("step.started", "tool/2/0/create_ticket")
 
     # 4: the next worker refuses to guess.
-    o4 = outcome(worker(store, side))
+    o4 = outcome(worker(store_spec, side, 4))
     assert o4["status"] == "indeterminate" and o4["step"] == "tool/2/0/create_ticket"
     assert len(side.tickets()) == 1 and side.count("model") == 2
     ticket = json.loads(side.tickets()[0])["id"]
@@ -59,10 +63,19 @@ def test_sigkill_inside_a_read_and_a_write_across_five_workers(store: FileStore,
     )
 
     # 5: the human's result is replayed as the tool's answer; only llm/3 calls the model.
-    o5 = outcome(worker(store, side))
+    o5 = outcome(worker(store_spec, side, 5))
     assert o5["status"] == "completed"
     assert o5["message"]["content"] == f"Ticket filed: {ticket}"
     assert side.count("model") == 3
     assert len(side.tickets()) == 1
     assert side.count("lookup") == 2
     assert view_store(store, "a1").status == RunStatus.COMPLETED
+
+    assert [a.owner for a in store.attempts("a1")] == [f"host-{n}" for n in range(1, 6)]
+    assert [a.ended for a in store.attempts("a1")] == [
+        "lost",
+        "awaiting_approval",
+        "lost",
+        "indeterminate",
+        "completed",
+    ]

@@ -1,0 +1,850 @@
+"""FileStore: the embedded store, one fsynced JSONL journal per run in one directory.
+
+Layout under the root: ``<run>.jsonl`` (the journal), ``.leases/<run>.lock`` (a flock'ed file
+that exists while the lease is held), ``.attempts/<run>.jsonl`` (each attempt and its
+outcome), ``.summaries/`` (the status index ``agentrun ls`` reads), ``.worker/<run>.json``
+(the workers' shared failure counts). Safe for several processes at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any
+
+from ..errors import (
+    CorruptJournalError,
+    DurabilityError,
+    DurableAgentError,
+    LeaseLostError,
+    RunBusyError,
+    StoreError,
+)
+from ..fold import Fold, Summary, corrupt_summary, summarize
+from ..ids import check_run_id, valid_run_id
+from ..outcome import Outcome
+from ..record import LineError, Record, encode_line, line_seq
+from . import file_logs
+from .file_logs import ATTEMPTS_DIR, SummaryIndex, row_of, summary_of
+from .fs import (
+    O_READ,
+    O_WRITE,
+    StoreDir,
+    count_lines,
+    fsync_dir,
+    pread_all,
+    truncate_quietly,
+    write_all,
+)
+from .lines import parse_lines, split_journal
+from .protocol import STOPPED, Attempt, Check, Lease, default_owner
+
+LEASES_DIR = ".leases"
+OUTCOMES_DIR = ".outcomes"  # written by earlier versions; read when no attempt says
+WORKER_DIR = ".worker"
+DEFAULT_TTL = 30.0
+_FOLDS = 4096  # runs whose fold this process keeps, to update summaries without a reload
+
+
+class FileLease:
+    """A held FileStore lease: the flock on ``.leases/<run>.lock``, a file that exists only
+    while held. Renewing touches its mtime; a holder that stops renewing for ``ttl`` seconds
+    (paused, hung) can be broken: its file is replaced, and from then on its appends and
+    renewals find another file there and raise LeaseLostError."""
+
+    def __init__(
+        self, store: FileStore, run_id: str, owner: str, epoch: int, fd: int, ttl: float
+    ) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.epoch = epoch
+        self.ttl = ttl
+        self.path = f"{store.root}/{LEASES_DIR}/{run_id}.lock"
+        self._store = store
+        self._fd: int | None = fd
+        st = os.fstat(fd)
+        self._id = (st.st_dev, st.st_ino)
+        self.kept = False
+        self.ended = False  # an outcome (or a stop) was recorded for this attempt
+        self._lost = False
+        self._renewed = time.monotonic()
+
+    def __repr__(self) -> str:
+        return f"FileLease({self.run_id!r}, owner={self.owner!r}, epoch={self.epoch})"
+
+    @property
+    def lost(self) -> bool:
+        """Taken over, or not renewed within its ttl (another runner may take it soon)."""
+        return self._lost or time.monotonic() - self._renewed > self.ttl
+
+    def current(self) -> bool:
+        """True while the lock file at the lease's path is still the one this lease holds."""
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._id and self._fd is not None
+
+    def check(self) -> None:
+        """Raise LeaseLostError unless the lease is still current."""
+        if self._lost or not self.current():
+            self._lost = True
+            raise LeaseLostError(self.run_id, self.epoch, "its lock file was replaced")
+
+    def renew(self) -> None:
+        self.check()
+        assert self._fd is not None
+        with suppress(OSError):
+            os.utime(self._fd)
+        self._renewed = time.monotonic()
+
+    def keep_until(self, step: asyncio.Future[Any]) -> None:
+        self.kept = True
+        step.add_done_callback(lambda _: self.release())
+
+    def release(self) -> None:
+        """Free the lease (idempotent). A lost lease is only closed: the file at its path is
+        the new holder's."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if not self._lost and not self.ended:
+                self._store._end_attempt(self, STOPPED, None)
+            st = os.stat(self.path, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) == self._id:
+                os.unlink(self.path)  # while still locked: an acquirer re-checks the file
+        except (OSError, DurableAgentError):
+            pass
+        finally:
+            os.close(fd)
+
+
+class FileStore:
+    """The embedded store: runs in the directory ``root``. See the module docstring.
+
+    Nothing it writes leaves the root (folders and the files in them are opened without
+    following symlinks), and an entry that is not a regular file (a directory or a FIFO named
+    like a journal) makes that one run corrupt, never the store. ``lease_ttl``: seconds a
+    lease holder may go without renewing before another runner may break its lease."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        lease_ttl: float = DEFAULT_TTL,
+    ) -> None:
+        self.root = Path(root)
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"store {self.root} is not a directory")
+        if not self.root.is_dir():
+            if not create:
+                raise StoreError(
+                    f"no store at {self.root}: pass --store DIR (or set AGENTRUN_STORE), "
+                    "or submit a run to create it"
+                )
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                fsync_dir(self.root.parent)
+            except OSError as e:
+                raise StoreError(f"cannot create the store {self.root}: {e.strerror}") from None
+        if lease_ttl <= 0:
+            raise ValueError("lease_ttl must be > 0")
+        self.lease_ttl = lease_ttl
+        self.dir = StoreDir(self.root)
+        self._prefix = self.dir.prefix  # str paths: pathlib costs µs per append
+        self._index = SummaryIndex(self.dir)
+        # run -> ((journal size, attempts log size), its fold, its last outcome)
+        self._folds: OrderedDict[str, tuple[tuple[int, int], Fold, Outcome | None]] = OrderedDict()
+        self._folds_lock = threading.Lock()
+        self._tails: dict[str, tuple[int, int, int]] = {}  # load_since: run -> (seq, offset, ino)
+
+    def __repr__(self) -> str:
+        return f"FileStore({str(self.root)!r})"
+
+    @property
+    def description(self) -> str:
+        """Where the store is, for messages."""
+        return str(self.root)
+
+    def path(self, run_id: str) -> Path:
+        """The journal file of ``run_id`` (the id is checked first)."""
+        return Path(self._journal(run_id))
+
+    def _journal(self, run_id: str) -> str:
+        return f"{self._prefix}{check_run_id(run_id)}.jsonl"
+
+    def close(self) -> None:
+        """Nothing to close: every file is opened per call."""
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def load(self, run_id: str) -> list[Record]:
+        """Every record of the run, [] for an unknown run. A torn tail is ignored."""
+        data = self._read(run_id)
+        if data is None:
+            return []
+        lines, _ = split_journal(data)
+        return parse_lines(run_id, lines)
+
+    def load_since(self, run_id: str, after_seq: int) -> list[Record]:
+        """The records with seq > ``after_seq``. A reader that follows a run (the TUI, ``show
+        --follow``) reads only the new bytes: the store remembers where each run's last read
+        ended."""
+        path = self._journal(run_id)
+        try:
+            fd = self.dir.open_regular(path, O_READ)
+        except FileNotFoundError:
+            return []
+        try:
+            st = os.fstat(fd)
+            seq, offset, ino = self._tails.get(run_id, (0, 0, -1))
+            if seq != after_seq or ino != st.st_ino or st.st_size < offset:
+                seq, offset = 0, 0  # not where we left off: read the file from the start
+            data = pread_all(fd, st.st_size - offset, offset)
+        finally:
+            os.close(fd)
+        lines, good = split_journal(data)
+        if good and data[good - 1 : good] != b"\n":
+            good -= len(lines.pop())  # a final record without its newline: read it again
+        records = parse_lines(run_id, lines, seq + 1, seq + 1)
+        last = records[-1].seq if records else seq
+        self._tails[run_id] = (last, offset + good, st.st_ino)
+        return [r for r in records if r.seq > after_seq]
+
+    def run_ids(self) -> list[str]:
+        """Every run in the store, sorted."""
+        try:
+            names = os.listdir(self.root)
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise StoreError(f"cannot list the store {self.root}: {e.strerror}") from None
+        ids = [n[:-6] for n in names if n.endswith(".jsonl")]
+        return sorted(i for i in ids if valid_run_id(i))
+
+    def _read(self, run_id: str) -> bytes | None:
+        path = self._journal(run_id)
+        try:
+            fd = self.dir.open_regular(path, O_READ)
+        except FileNotFoundError:
+            return None
+        try:
+            return pread_all(fd, os.fstat(fd).st_size, 0)
+        except OSError as e:
+            raise StoreError(f"cannot read {path}: {e.strerror}") from None
+        finally:
+            os.close(fd)
+
+    # -- appending ---------------------------------------------------------------------------
+
+    def append(
+        self,
+        run_id: str,
+        record: Record,
+        *,
+        check: Check | None = None,
+        lease: Lease | None = None,
+        since: int = 0,
+        sync: bool = True,
+    ) -> Record:
+        """Append ``record`` with the next seq; durable when it returns (``sync=False``: once
+        the next synced append of the run returns).
+
+        ``check(records)`` gets the records with seq > ``since`` under the journal's exclusive
+        lock and may raise to refuse the append; a refused append changes nothing. ``lease``
+        fences the append: if it is no longer current, LeaseLostError and nothing written. A
+        new journal appears only with its first complete record (written aside, fsynced,
+        linked into place)."""
+        path = self._journal(run_id)
+        while True:
+            try:
+                fd = self.dir.open_regular(path, O_WRITE)
+                break
+            except FileNotFoundError:
+                pass
+            if check is not None:
+                check([])
+            _fence(lease)
+            line = _encode(record, 1)
+            if self._create(path, line):
+                stored = _stored(record, 1)
+                stamp = self._journal_stamps(only=run_id).get(run_id, [len(line), 0])
+                self._note_append(run_id, stored, stamp, [])
+                return stored
+            # Another process created the journal meanwhile: append to it as usual.
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            records: list[Record] | None = None
+            if check is not None:
+                data = pread_all(fd, size, 0)
+                lines, good = split_journal(data)
+                records = parse_lines(run_id, lines)
+                check(records[since:] if since else records)
+                last = records[-1].seq if records else 0
+                newline = good > 0 and data[good - 1 : good] != b"\n"
+            else:
+                good, last, newline = self._last_seq(run_id, fd, size)
+            _fence(lease)
+            line = _encode(record, last + 1)
+            if newline:
+                line = b"\n" + line  # the kept final record lost its newline: restore it
+            if good < size:
+                os.ftruncate(fd, good)  # cut the torn tail; made durable by the fsync below
+            self._write(path, fd, line, good)
+            if sync:
+                try:
+                    os.fsync(fd)
+                except OSError as e:
+                    raise DurabilityError(
+                        f"fsync of {path} failed ({e.strerror}); the record may be lost: "
+                        "reload the run from disk, do not retry the append"
+                    ) from None
+            stored = _stored(record, last + 1)
+            self._note_append(run_id, stored, _stamp(os.fstat(fd)), records, before=good)
+        finally:
+            os.close(fd)
+        return stored
+
+    def _create(self, path: str, line: bytes) -> bool:
+        """Make a new journal holding ``line``: write it to a temp file, fsync, link it into
+        place, fsync the folder. False when the journal already exists (nothing written)."""
+        tmp = f"{self._prefix}.{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.new"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(tmp, flags, 0o644)
+        except OSError as e:
+            raise self.dir.open_error(tmp, e) from None
+        try:
+            try:
+                write_all(fd, line)
+            except OSError as e:
+                raise StoreError(f"cannot create {path}: {e.strerror}") from None
+            try:
+                os.fsync(fd)
+            except OSError as e:
+                raise DurabilityError(
+                    f"fsync of {tmp} failed ({e.strerror}); nothing was recorded"
+                ) from None
+            os.close(fd)
+            fd = -1
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return False
+            except OSError as e:
+                raise StoreError(f"cannot create {path}: {e.strerror}") from None
+            fsync_dir(self.root)
+            return True
+        finally:
+            if fd >= 0:
+                os.close(fd)
+            with suppress(OSError):
+                os.unlink(tmp)
+
+    def _write(self, path: str, fd: int, line: bytes, at: int) -> None:
+        try:
+            n = os.pwrite(fd, line, at)
+        except OSError as e:
+            truncate_quietly(fd, at)
+            raise StoreError(f"write to {path} failed: {e.strerror}") from None
+        if n != len(line):
+            truncate_quietly(fd, at)
+            raise StoreError(f"short write to {path} ({n} of {len(line)} bytes); cut back")
+
+    def _last_seq(self, run_id: str, fd: int, size: int) -> tuple[int, int, bool]:
+        """(length to keep, seq of the last complete line, whether that line lacks its
+        newline), reading only the file's tail."""
+        chunk = 4096
+        while True:
+            start = max(0, size - chunk)
+            buf = pread_all(fd, size - start, start)
+            # Three newlines from the end give two whole lines: enough even when the last
+            # complete one is a NUL-filled torn tail. Before that, the first piece may be cut.
+            cut = len(buf)
+            for _ in range(3):
+                cut = buf.rfind(b"\n", 0, cut)
+                if cut < 0:
+                    break
+            if cut < 0 and start > 0:
+                chunk *= 4
+                continue
+            begin = cut + 1  # 0 when the chunk holds the whole file
+            lines, good = split_journal(buf[begin:])
+            keep = start + begin + good
+            if not lines:
+                return keep, 0, False
+            newline = buf[begin + good - 1 : begin + good] != b"\n"
+            try:
+                seq = line_seq(lines[-1])
+            except LineError as e:
+                lineno = count_lines(fd, keep)
+                raise CorruptJournalError(run_id, lineno, str(e)) from None
+            return keep, seq, newline
+
+    # -- summaries ---------------------------------------------------------------------------
+
+    def _note_append(
+        self,
+        run_id: str,
+        stored: Record,
+        stamp: list[int],
+        records: list[Record] | None,
+        *,
+        before: int = 0,
+    ) -> None:
+        """Keep the run's summary row up to date (under the journal's lock). Derived data:
+        a failure here never fails the append; the row is rebuilt when found behind."""
+        with suppress(OSError, DurableAgentError, ValueError):
+            attempts = self._attempts_size(run_id)
+            with self._folds_lock:
+                cached = self._folds.pop(run_id, None)
+            if cached is not None and cached[0] == (before, attempts):
+                f, outcome = cached[1], cached[2]
+                f.add(stored)
+            else:
+                f = Fold()
+                for r in [*records, stored] if records is not None else self.load(run_id):
+                    f.add(r)
+                outcome = self.last_outcome(run_id)
+            self._remember(run_id, (stamp[0], attempts), f, outcome)
+            self._index.add([row_of(summarize(run_id, f, outcome), stamp)])
+
+    def _remember(
+        self, run_id: str, key: tuple[int, int], f: Fold, outcome: Outcome | None
+    ) -> None:
+        with self._folds_lock:
+            self._folds[run_id] = (key, f, outcome)
+            while len(self._folds) > _FOLDS:
+                self._folds.popitem(last=False)
+
+    def _attempts_size(self, run_id: str) -> int:
+        try:
+            return os.stat(
+                f"{self._prefix}{ATTEMPTS_DIR}/{run_id}.jsonl", follow_symlinks=False
+            ).st_size
+        except OSError:
+            return 0
+
+    def summaries(self) -> list[Summary]:
+        """Every run's status line. Reads the index, one directory listing and the held
+        leases; rebuilds (and re-indexes) only the runs whose row is missing or behind."""
+        rows, count = self._index.read()
+        journals = self._journal_stamps()
+        fresh = []
+        for run_id, stamp in journals.items():
+            row = rows.get(run_id)
+            if row is None or row[1] != stamp:
+                rows[run_id] = row = self._rebuild(run_id, stamp)
+                fresh.append(row)
+        if fresh:
+            with suppress(OSError, DurableAgentError):
+                self._index.add(fresh)
+        if count + len(fresh) > 2 * len(journals) + 1024:
+            with suppress(OSError, DurableAgentError):
+                self._index.compact()
+        held = self._held_leases()
+        return [summary_of(rows[i], i in held) for i in sorted(journals)]
+
+    def summary(self, run_id: str) -> Summary | None:
+        """One run's status line (from its journal: a single run is cheap to fold)."""
+        check_run_id(run_id)
+        stamp = self._journal_stamps(only=run_id).get(run_id)
+        if stamp is None:
+            return None
+        return summary_of(self._rebuild(run_id, stamp), self.is_leased(run_id))
+
+    def _rebuild(self, run_id: str, stamp: list[int]) -> file_logs.Row:
+        """A fresh index row for the run, from its journal."""
+        if stamp[0] < 0:
+            return _corrupt_row(run_id, stamp, self._why_not_regular(run_id))
+        try:
+            records = self.load(run_id)
+        except DurableAgentError as e:
+            return _corrupt_row(run_id, stamp, str(e))
+        f = Fold()
+        for r in records:
+            f.add(r)
+        outcome = self.last_outcome(run_id)
+        self._remember(run_id, (stamp[0], self._attempts_size(run_id)), f, outcome)
+        return row_of(summarize(run_id, f, outcome), stamp)
+
+    def _journal_stamps(self, only: str | None = None) -> dict[str, list[int]]:
+        """``{run: [journal size, mtime ns]}``; [-1, 0] for an entry that is not a regular
+        file. An index row made at another stamp is behind its journal."""
+        out: dict[str, list[int]] = {}
+        try:
+            with os.scandir(self.root) as entries:
+                for e in entries:
+                    name = e.name
+                    if not name.endswith(".jsonl") or (only and name != f"{only}.jsonl"):
+                        continue
+                    run_id = name[:-6]
+                    if not valid_run_id(run_id):
+                        continue
+                    try:
+                        regular = e.is_file(follow_symlinks=False)
+                        out[run_id] = _stamp(e.stat(follow_symlinks=False)) if regular else [-1, 0]
+                    except OSError:
+                        continue
+        except FileNotFoundError:
+            return {}
+        except OSError as e:
+            raise StoreError(f"cannot list the store {self.root}: {e.strerror}") from None
+        return out
+
+    def _why_not_regular(self, run_id: str) -> str:
+        try:
+            fd = self.dir.open_regular(self._journal(run_id), O_READ)
+        except FileNotFoundError:
+            return "the journal disappeared"
+        except StoreError as e:
+            return str(e)
+        os.close(fd)
+        return "not a regular file"
+
+    # -- leases ------------------------------------------------------------------------------
+
+    @contextmanager
+    def lease(self, run_id: str, *, owner: str | None = None) -> Iterator[FileLease]:
+        """Hold the run's lease while executing it; each acquisition begins an attempt.
+        Raises RunBusyError at once when anyone (another process, or another lease() in this
+        one) holds it. Not re-entrant."""
+        lease = self._acquire(check_run_id(run_id), owner or default_owner())
+        try:
+            yield lease
+        finally:
+            if not lease.kept:
+                lease.release()
+
+    def _acquire(self, run_id: str, owner: str) -> FileLease:
+        name = f"{run_id}.lock"
+        with self.dir.folder(LEASES_DIR, create=True) as dfd:
+            assert dfd is not None
+            for attempt in range(8):
+                try:
+                    fd = self.dir.open_regular(name, O_WRITE | os.O_CREAT, dir_fd=dfd)
+                except FileNotFoundError as e:
+                    raise self.dir.open_error(f"{self.root}/{LEASES_DIR}/{name}", e) from None
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = _holder(fd)
+                    stale = self._stale(fd, holder)
+                    os.close(fd)
+                    if stale:
+                        self._break(run_id, dfd, name, holder)
+                        continue
+                    if attempt < 2:  # a supervisor's is_leased() probe holds it for µs
+                        time.sleep(0.002)
+                        continue
+                    raise RunBusyError(run_id, _holder_text(holder)) from None
+                if not _same_file(fd, name, dfd):
+                    os.close(fd)  # released and removed by its holder meanwhile: again
+                    continue
+                return self._begin(run_id, owner, fd)
+        raise RunBusyError(run_id, "its lease keeps changing hands")
+
+    def _begin(self, run_id: str, owner: str, fd: int) -> FileLease:
+        """The lease is ours: give it the next epoch and log the attempt's start."""
+        try:
+            log = self.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")
+            epoch = file_logs.next_epoch(log)
+            now = time.time()
+            holder = {
+                "owner": owner,
+                "epoch": epoch,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "since": now,
+                "ttl": self.lease_ttl,
+            }
+            os.ftruncate(fd, 0)
+            write_all(fd, json.dumps(holder).encode())
+            first = self._next_seq(run_id)
+            self.dir.append_line(
+                ATTEMPTS_DIR,
+                f"{run_id}.jsonl",
+                file_logs.begin_line(epoch, owner, now, first),
+                sync=False,
+            )
+        except (OSError, DurableAgentError) as e:
+            with suppress(OSError):
+                os.unlink(f"{self.root}/{LEASES_DIR}/{run_id}.lock")
+            os.close(fd)
+            why = e.strerror if isinstance(e, OSError) else str(e)
+            raise StoreError(
+                f"cannot take the lease of run {run_id!r} in {self.root}: {why}"
+            ) from None
+        return FileLease(self, run_id, owner, epoch, fd, self.lease_ttl)
+
+    def _next_seq(self, run_id: str) -> int:
+        try:
+            fd = self.dir.open_regular(self._journal(run_id), O_READ)
+        except FileNotFoundError:
+            return 1
+        try:
+            return self._last_seq(run_id, fd, os.fstat(fd).st_size)[1] + 1
+        finally:
+            os.close(fd)
+
+    def _stale(self, fd: int, holder: dict[str, Any]) -> bool:
+        """The holder stopped renewing (its file's mtime) for longer than its ttl."""
+        try:
+            ttl = float(holder.get("ttl") or self.lease_ttl)
+            return time.time() - os.fstat(fd).st_mtime > ttl
+        except (OSError, TypeError, ValueError):
+            return False
+
+    def _break(self, run_id: str, dfd: int, name: str, holder: dict[str, Any]) -> None:
+        """Take a stale lease from a holder that stopped renewing: remove its file, under the
+        journal's lock so that none of its appends is in flight. Its next append or renewal
+        finds another file and raises LeaseLostError."""
+        lock = self._journal_lock(run_id)
+        try:
+            with suppress(FileNotFoundError):
+                fd = os.open(name, O_READ, dir_fd=dfd)
+                try:
+                    if _holder(fd) == holder and self._stale(fd, holder):
+                        os.unlink(name, dir_fd=dfd)
+                finally:
+                    os.close(fd)
+        finally:
+            if lock is not None:
+                os.close(lock)
+
+    def _journal_lock(self, run_id: str) -> int | None:
+        try:
+            fd = self.dir.open_regular(self._journal(run_id), O_READ)
+        except (FileNotFoundError, StoreError):
+            return None
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return fd
+
+    def is_leased(self, run_id: str) -> bool:
+        """True while anyone holds the run's lease."""
+        return self._probe(check_run_id(run_id)) is not None
+
+    def _probe(self, run_id: str) -> dict[str, Any] | None:
+        """The holder of a held lease, else None. A lock file left by a holder that died is
+        removed on the way (safely: acquirers re-check the file they locked)."""
+        name = f"{run_id}.lock"
+        try:
+            with self.dir.folder(LEASES_DIR, create=False) as dfd:
+                if dfd is None:
+                    return None
+                fd = self.dir.open_regular(name, O_READ, dir_fd=dfd)
+                try:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        return _holder(fd) or {"owner": "?"}
+                    if _same_file(fd, name, dfd):
+                        os.unlink(name, dir_fd=dfd)
+                    return None
+                finally:
+                    os.close(fd)
+        except (OSError, StoreError):
+            return None  # no lock file, or one no runner could have taken
+
+    def lease_holder(self, run_id: str) -> dict[str, Any] | None:
+        """Who holds the lease (owner, epoch, pid, host, since), or None when it is free."""
+        return self._probe(check_run_id(run_id))
+
+    def _held_leases(self) -> set[str]:
+        try:
+            names = self.dir.listing(LEASES_DIR, ".lock")
+        except (OSError, StoreError):
+            return set()
+        return {n for n in names if valid_run_id(n) and self._probe(n) is not None}
+
+    # -- attempts and outcomes ---------------------------------------------------------------
+
+    def save_outcome(self, run_id: str, outcome: Outcome, *, lease: Lease | None = None) -> None:
+        """End the current attempt with ``outcome`` (fsynced), and update the run's summary.
+        With ``lease``, a lease that is no longer current raises LeaseLostError."""
+        check_run_id(run_id)
+        if isinstance(lease, FileLease):
+            lease.check()
+            self._end_attempt(lease, str(outcome.status), outcome)
+        else:
+            epoch = lease.epoch if lease is not None else self._last_epoch(run_id)
+            line = file_logs.end_line(epoch, time.time(), str(outcome.status), outcome)
+            self._write_end(run_id, line)
+
+    def _end_attempt(self, lease: FileLease, ended: str, outcome: Outcome | None) -> None:
+        lease.ended = True
+        line = file_logs.end_line(lease.epoch, time.time(), ended, outcome)
+        self._write_end(lease.run_id, line)
+
+    def _write_end(self, run_id: str, line: bytes) -> None:
+        lock = self._journal_lock(run_id)  # a summary row must not race a signal's
+        try:
+            self.dir.append_line(ATTEMPTS_DIR, f"{run_id}.jsonl", line, sync=True)
+            stamp = self._journal_stamps(only=run_id).get(run_id)
+            if stamp is not None and lock is not None:
+                with suppress(OSError, DurableAgentError):
+                    self._index.add([self._rebuild(run_id, stamp)])
+        finally:
+            if lock is not None:
+                os.close(lock)
+
+    def _last_epoch(self, run_id: str) -> int:
+        return file_logs.next_epoch(self.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")) - 1
+
+    def last_outcome(self, run_id: str) -> Outcome | None:
+        """The last attempt's outcome; None when there is none or it does not parse (it is
+        informational: replay never reads it)."""
+        name = check_run_id(run_id)
+        try:
+            outcome = file_logs.last_outcome(self.dir.read_file(ATTEMPTS_DIR, f"{name}.jsonl"))
+            if outcome is not None:
+                return outcome
+            old = self.dir.read_file(OUTCOMES_DIR, f"{name}.json")
+            return None if old is None else Outcome.from_dict(json.loads(old))
+        except (StoreError, ValueError, KeyError, TypeError):
+            return None
+
+    def attempts(self, run_id: str) -> list[Attempt]:
+        """Every attempt of the run, oldest first."""
+        check_run_id(run_id)
+        try:
+            data = self.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")
+        except StoreError:
+            return []
+        holder = self._probe(run_id)
+        epoch = holder.get("epoch") if holder else None
+        return file_logs.read_attempts(data, epoch if isinstance(epoch, int) else None)
+
+    # -- the workers' failure counts -----------------------------------------------------------
+
+    def read_failures(self, run_id: str) -> dict[str, Any] | None:
+        """The worker's failure bookkeeping of the run (shared by every worker on the store),
+        or None when there is none or it does not parse (it is advisory)."""
+        name = f"{check_run_id(run_id)}.json"
+        try:
+            data = self.dir.read_file(WORKER_DIR, name)
+            value = None if data is None else json.loads(data)
+        except (StoreError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def write_failures(self, run_id: str, failures: dict[str, Any]) -> None:
+        """Replace the run's failure bookkeeping atomically."""
+        name = f"{check_run_id(run_id)}.json"
+        self.dir.write_file(WORKER_DIR, name, json.dumps(failures).encode())
+
+    def clear_failures(self, run_id: str) -> bool:
+        """Forget the run's failures; True when there were some."""
+        return self.dir.remove(WORKER_DIR, f"{check_run_id(run_id)}.json")
+
+    # -- changes -----------------------------------------------------------------------------
+
+    async def changes(self, *, rescan: float = 30.0) -> AsyncIterator[set[str]]:
+        """Sets of run ids whose journal, lease, attempts or failure count changed (a file
+        watch), and every run at least every ``rescan`` seconds and once the watch is up (a
+        change made while it was being set up makes no event)."""
+        from watchfiles import awatch
+
+        root = self.root.resolve()
+        settled = False
+        last_full = time.monotonic()
+        async for batch in awatch(
+            root,
+            watch_filter=lambda _change, path: run_of_path(root, path) is not None,
+            debounce=50,
+            step=10,
+            rust_timeout=500,
+            yield_on_timeout=True,
+            recursive=True,
+            ignore_permission_denied=True,
+        ):
+            ids = {rid for _, path in batch if (rid := run_of_path(root, path))}
+            now = time.monotonic()
+            if not settled or now - last_full >= rescan:
+                settled, last_full = True, now
+                ids |= set(await asyncio.to_thread(self.run_ids))
+            if ids:
+                yield ids
+
+
+# The per-run files of a store, by folder (the journal sits in the root itself).
+_RUN_FILES = {LEASES_DIR: ".lock", ATTEMPTS_DIR: ".jsonl", WORKER_DIR: ".json"}
+
+
+def run_of_path(root: Path, path: str | os.PathLike[str]) -> str | None:
+    """The run a file of the store at ``root`` belongs to: its journal, lease, attempts or
+    failure count; None for anything else (temp files and the summaries index included).
+    ``root`` must be resolved (absolute), as the paths a file watcher reports are."""
+    p = Path(path)
+    name, parent = p.name, p.parent
+    if name.startswith("."):
+        return None
+    if parent == root:
+        suffix = ".jsonl"
+    elif parent.parent == root and parent.name in _RUN_FILES:
+        suffix = _RUN_FILES[parent.name]
+    else:
+        return None
+    run_id = name[: -len(suffix)] if name.endswith(suffix) else ""
+    return run_id if valid_run_id(run_id) else None
+
+
+def _encode(record: Record, seq: int) -> bytes:
+    try:
+        return encode_line(record, seq)
+    except ValueError as e:
+        raise StoreError(f"cannot record {record.type} {record.step!r}: {e}") from None
+
+
+def _stored(record: Record, seq: int) -> Record:
+    return Record(seq, record.type, record.step, record.kind, record.data, record.at)
+
+
+def _fence(lease: Lease | None) -> None:
+    if isinstance(lease, FileLease):
+        lease.check()
+    elif lease is not None and lease.lost:
+        raise LeaseLostError(lease.run_id, lease.epoch)
+
+
+def _corrupt_row(run_id: str, stamp: list[int], error: str) -> file_logs.Row:
+    return row_of(corrupt_summary(run_id, error), stamp)
+
+
+def _stamp(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns]
+
+
+def _same_file(fd: int, name: str, dfd: int) -> bool:
+    """True when ``name`` in the folder ``dfd`` is still the file ``fd`` has open."""
+    try:
+        a, b = os.fstat(fd), os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _holder(fd: int) -> dict[str, Any]:
+    try:
+        h = json.loads(os.pread(fd, 4096, 0))
+    except (OSError, ValueError):
+        return {}
+    return h if isinstance(h, dict) else {}
+
+
+def _holder_text(holder: dict[str, Any]) -> str:
+    if "pid" in holder and "host" in holder:
+        return f"{holder.get('owner') or 'pid'} (pid {holder['pid']} on {holder['host']})"
+    return ""
