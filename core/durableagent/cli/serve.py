@@ -248,7 +248,9 @@ def register(sub: Any, parents: Parents) -> None:
             "never touched), start a worker for the demo helpdesk agent and open the TUI."
         ),
     )
-    s.add_argument("--store", default=None, metavar="DIR", help=f"default {DEFAULT_DEMO_STORE}")
+    s.add_argument(
+        "--store", default=argparse.SUPPRESS, metavar="DIR", help=f"default {DEFAULT_DEMO_STORE}"
+    )
     s.add_argument("--fresh", action="store_true", help="delete and rebuild the demo store")
     s.add_argument("--no-tui", action="store_true", help="build, print 'ls' and exit")
     s.set_defaults(fn=cmd_demo)
