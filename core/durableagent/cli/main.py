@@ -1,7 +1,7 @@
 """agentrun: the command line for durable agent runs.
 
 This module only wires argparse to the command families (one module each: ``runs``,
-``decisions``, ``serve``). Exit codes: 0 done, 1 refused or failed (one line on
+``decisions``, ``serve``, ``completion``). Exit codes: 0 done, 1 refused or failed (one line on
 stderr saying why and what to do), 2 usage (with the command's own usage line). Read commands
 never create a store; ``submit`` does. ``--store`` goes before or after the command (after
 wins).
@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..errors import DurableAgentError
-from . import decisions, runs, serve
+from . import completion, decisions, runs, serve
 from .common import STORE_HELP, Refused, Usage, clean, default_store, login_name, parents
 
 
@@ -30,17 +30,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, metavar="DIR", help=STORE_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     shared = parents()
-    for family in (runs, decisions, serve):
+    for family in (runs, decisions, serve, completion):
         family.register(sub, shared)
     # A usage error found after parsing is told with the command's own usage line.
     for command in sub.choices.values():
         command.set_defaults(command_parser=command)
+    completion.attach(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run agentrun; returns the exit code."""
     parser = build_parser()
+    completion.complete_if_asked(parser)
     args = parser.parse_args(argv)
     if args.command != "demo" and args.store is None:
         args.store = default_store()
