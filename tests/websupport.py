@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -191,6 +192,9 @@ def chromium(tmp: Path, *, resolve: str = "") -> Iterator[Chromium]:
     binary = require_chromium()
     profile = tmp / f"chromium-{time.monotonic_ns()}"
     profile.mkdir()
+    # Its singleton socket dirs go here, not straight in /tmp (they outlive a killed browser);
+    # short, as a unix socket path must be.
+    scratch = tempfile.mkdtemp(prefix="chromium-")
     process = subprocess.Popen(
         [
             binary,
@@ -205,6 +209,7 @@ def chromium(tmp: Path, *, resolve: str = "") -> Iterator[Chromium]:
         stderr=subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
+        env={**os.environ, "TMPDIR": scratch},
     )
     active = profile / "DevToolsActivePort"
 
@@ -226,6 +231,7 @@ def chromium(tmp: Path, *, resolve: str = "") -> Iterator[Chromium]:
         with suppress(subprocess.TimeoutExpired):
             process.wait(10)
         shutil.rmtree(profile, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 # -- what the browser shows ------------------------------------------------------------------
