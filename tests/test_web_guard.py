@@ -97,6 +97,17 @@ def test_a_host_header_other_than_the_served_address_is_refused(served: WebServe
     assert get(served.base + "/static/js/textual.js", Host="rebind.example")[0] == 403
 
 
+async def test_behind_a_tls_proxy_the_page_uses_wss_and_its_https_origin_is_accepted(
+    served: WebServer,
+) -> None:
+    name = f"proxy.example:{served.port}"
+    _, _, body = get(served.url, Host=name, **{"X-Forwarded-Proto": "https"})
+    assert f'data-session-websocket-url="wss://{name}/ws/{served.token}"' in body
+    origin = {"Origin": f"https://{name}", "Host": name}
+    assert await handshake(served, served.token, **origin) == 101
+    deadline_poll(lambda: not app_processes(served.store), 20, "the accepted session to end")
+
+
 def test_a_foreign_origin_on_the_page_is_refused(served: WebServer) -> None:
     assert get(served.url, Origin="http://evil.example")[0] == 403
     assert get(served.url, Origin=served.base)[0] == 200

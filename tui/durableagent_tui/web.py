@@ -141,7 +141,7 @@ def page_policy(host: str) -> str:
             "style-src 'self' 'unsafe-inline'",  # xterm.js sets styles at run time
             "img-src 'self' data:",
             "font-src 'self' data:",
-            f"connect-src 'self' ws://{host}",
+            f"connect-src 'self' ws://{host} wss://{host}",
             "frame-ancestors 'none'",
             "base-uri 'none'",
             "form-action 'none'",
@@ -266,7 +266,8 @@ class WebServer(Server):
         route = request.match_info.route.name
         if route == "websocket" and origin is None:
             return "a websocket needs an Origin header"
-        if origin is not None and origin.lower() != f"http://{host}":
+        # https: the same name behind a TLS-terminating proxy (--allow-host).
+        if origin is not None and origin.lower() not in (f"http://{host}", f"https://{host}"):
             return "cross-site requests are refused (Origin header)"
         if route == "index":
             given = request.query.get(TOKEN_PARAM, "")
@@ -314,9 +315,11 @@ class WebServer(Server):
         """The page, pointing its websocket at the address the browser used (already checked
         against the served ones), with the token in the websocket's path."""
         host = request.headers["Host"]
+        # Behind a TLS-terminating proxy the page is https and its websocket must be wss.
+        secure = request.headers.get("X-Forwarded-Proto", "").lower() == "https"
         context = {
             "font_size": to_int(request.query.get("fontsize", "16"), 16),
-            "app_websocket_url": f"ws://{host}/ws/{self.token}",
+            "app_websocket_url": f"{'wss' if secure else 'ws'}://{host}/ws/{self.token}",
             "config": {"static": {"url": "/static/"}},
             "application": {"name": self.title},
         }
