@@ -11,6 +11,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from websupport import (
     agentrun_web,
     app_processes,
     deadline_poll,
+    kill_processes_with,
 )
 
 from durableagent_tui import web
@@ -183,14 +185,16 @@ while True:  # never reads the quit packet on stdin
 
 @asynccontextmanager
 async def stubborn_server(mode: str) -> AsyncIterator[web.WebServer]:
+    tag = f"stubborn-{uuid.uuid4().hex}"  # to find its apps, should the reaping under test fail
     server = web.WebServer(
-        [sys.executable, "-c", STUBBORN, mode], host="127.0.0.1", port=0, grace=0.3
+        [sys.executable, "-c", STUBBORN, mode, tag], host="127.0.0.1", port=0, grace=0.3
     )
     await server.start()
     try:
         yield server
     finally:
         await server.stop()
+        kill_processes_with(tag)
 
 
 async def open_session(

@@ -84,22 +84,32 @@ def _cmdline(pid: int) -> list[str] | None:
     return raw.rstrip(b"\0").decode(errors="replace").split("\0")
 
 
-def app_processes(store: Path) -> list[int]:
-    """Live ``agentrun tui`` processes serving ``store`` (found in /proc)."""
+def processes_with(*args: str) -> list[int]:
+    """Live processes whose command line holds every one of ``args`` (found in /proc)."""
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         argv = _cmdline(int(entry))
-        if argv and "tui" in argv and str(store.resolve()) in argv:
+        if argv and all(a in argv for a in args):
             found.append(int(entry))
     return found
 
 
-def kill_leftovers(store: Path) -> None:
-    for pid in app_processes(store):
+def app_processes(store: Path) -> list[int]:
+    """Live ``agentrun tui`` processes serving ``store``."""
+    return processes_with("tui", str(store.resolve()))
+
+
+def kill_processes_with(*args: str) -> None:
+    """A failed test leaves nothing running behind it."""
+    for pid in processes_with(*args):
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def kill_leftovers(store: Path) -> None:
+    kill_processes_with("tui", str(store.resolve()))
 
 
 def agentrun_env(**extra: str) -> dict[str, str]:
