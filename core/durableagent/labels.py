@@ -16,6 +16,15 @@ STATUS_GLYPH: dict[RunStatus, str] = {
     RunStatus.COMPLETED: "✓",
 }
 
+# The short words the TUI shows (its status column and header counts); `ls --status` takes
+# them as well as the statuses' own names.
+STATUS_SHORT: dict[RunStatus, str] = {s: str(s) for s in STATUS_GLYPH} | {
+    RunStatus.AWAITING_APPROVAL: "awaiting"
+}
+STATUS_BY_WORD: dict[str, RunStatus] = {str(s): s for s in STATUS_GLYPH} | {
+    w: s for s, w in STATUS_SHORT.items()
+}
+
 # Needs a human first, then what moves on its own, then what is done.
 ATTENTION_ORDER: tuple[RunStatus, ...] = tuple(STATUS_GLYPH)
 ATTENTION_RANK: dict[RunStatus, int] = {s: i for i, s in enumerate(ATTENTION_ORDER)}

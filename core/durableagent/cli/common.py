@@ -9,14 +9,22 @@ import json
 import os
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from ..errors import CorruptJournalError
 from ..fold import RunStatus
-from ..labels import STATUS_GLYPH
+from ..ids import check_run_id
+from ..labels import STATUS_BY_WORD, STATUS_GLYPH
 from ..stores import Store, open_store
 
 DEFAULT_STORE = "./runs"
 DEFAULT_DEMO_STORE = "./agentrun-demo"
+STORE_HELP = "the store directory (default: $AGENTRUN_STORE, else ./runs)"
+
+# The schema version of every --json object; bumped when a field changes meaning or goes.
+# New fields may appear without a bump.
+JSON_VERSION = 1
 
 
 class Refused(Exception):
@@ -39,12 +47,9 @@ class Parents:
 def parents() -> Parents:
     """Build the shared option groups."""
     store = argparse.ArgumentParser(add_help=False)
-    store.add_argument(
-        "--store",
-        default=None,
-        metavar="DIR",
-        help="the store directory (default: $AGENTRUN_STORE, else ./runs)",
-    )
+    # SUPPRESS: when not given after the command, `agentrun --store DIR COMMAND` stands
+    # (argparse would otherwise overwrite it with this parser's default).
+    store.add_argument("--store", default=argparse.SUPPRESS, metavar="DIR", help=STORE_HELP)
     as_json = argparse.ArgumentParser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="print JSON")
     by = argparse.ArgumentParser(add_help=False)
@@ -70,6 +75,51 @@ def store_of(args: argparse.Namespace, *, create: bool = False) -> Store:
     """The store named by --store (a directory or a postgresql:// URL); read commands never
     create one."""
     return open_store(args.store, create=create)
+
+
+def require_run(store: Store, run_id: str) -> None:
+    """Refuse an invalid or unknown run id, before any other complaint about the command
+    (a malformed marker or step means little when the run does not exist). A journal that
+    does not load exists: the command says what is wrong with it."""
+    check_run_id(run_id)
+    try:
+        known = bool(store.load(run_id))
+    except CorruptJournalError:
+        return
+    if not known:
+        raise no_run(run_id, store)
+
+
+def status_arg(word: str) -> RunStatus:
+    """``ls --status``: a status's name or the short word the TUI shows (``awaiting``)."""
+    status = STATUS_BY_WORD.get(word.strip().lower())
+    if status is None:
+        raise argparse.ArgumentTypeError(
+            f"unknown status {word!r}; use one of: {', '.join(STATUS_BY_WORD)}"
+        )
+    return status
+
+
+def iso(at: float | None) -> str | None:
+    """Epoch seconds as ISO-8601 UTC (``2026-11-30T09:00:00Z``), None when unknown."""
+    if at is None:
+        return None
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def with_iso(d: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``d`` with ``<key>_iso`` placed right after each epoch-seconds ``key``."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out[k] = v
+        if k in keys:
+            out[f"{k}_iso"] = iso(v)
+    return out
+
+
+def versioned(d: dict[str, Any]) -> dict[str, Any]:
+    """A --json object: ``"v"`` (the schema version) first."""
+    return {"v": JSON_VERSION, **d}
 
 
 def clean(text: object) -> str:

@@ -6,16 +6,17 @@ import argparse
 from typing import Any
 
 from ..fold import RunStatus
-from ..ids import check_run_id
 from ..journal import Reconcile
 from ..record import Record
 from ..run import signal
 from ..view import view_store
-from .common import Parents, Refused, Usage, clean, no_run, store_of
+from .common import Parents, Refused, Usage, clean, require_run, store_of
 
 
 def _signal(args: argparse.Namespace, name: str, payload: Any) -> Record:
-    return signal(store_of(args), args.run, name, payload, by=args.by or None, reason=args.reason)
+    store = store_of(args)
+    require_run(store, args.run)
+    return signal(store, args.run, name, payload, by=args.by or None, reason=args.reason)
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -27,10 +28,8 @@ def cmd_approve(args: argparse.Namespace) -> int:
         print(f"approved {args.marker}")
         return 0
     store = store_of(args)
-    check_run_id(args.run)
+    require_run(store, args.run)
     view = view_store(store, args.run)
-    if not view.records and view.status != RunStatus.CORRUPT:
-        raise no_run(args.run, store)
     if not view.pending:
         raise Refused(f"run {args.run} has no pending approvals (it is {view.status})")
     for p in view.pending:
@@ -48,6 +47,7 @@ def cmd_deny(args: argparse.Namespace) -> int:
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
     """Settle an indeterminate write: it happened (--done RESULT) or run it again (--retry)."""
+    payload: Reconcile
     if args.done is not None:
         payload = Reconcile(args.step, "done", args.done)
     else:
@@ -62,11 +62,9 @@ def cmd_retry(args: argparse.Namespace) -> int:
     from ..worker import reset_attempts
 
     store = store_of(args)
-    check_run_id(args.run)
+    require_run(store, args.run)
     view = view_store(store, args.run)
     if view.status != RunStatus.FAILED:
-        if not view.records and view.status != RunStatus.CORRUPT:
-            raise no_run(args.run, store)
         raise Refused(f"run {args.run} is {view.status}, not failed: nothing to retry")
     reset_attempts(store, args.run)
     print(f"run {args.run} will be retried by the next worker that looks (within a second)")

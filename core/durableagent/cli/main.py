@@ -1,8 +1,10 @@
 """agentrun: the command line for durable agent runs.
 
 This module only wires argparse to the command families (one module each: ``runs``,
-``decisions``, ``serve``). Exit codes: 0 done, 1 refused or failed (one line on stderr saying
-why and what to do), 2 usage. Read commands never create a store; ``submit`` does.
+``decisions``, ``serve``, ``completion``). Exit codes: 0 done, 1 refused or failed (one line on
+stderr saying why and what to do), 2 usage (with the command's own usage line). Read commands
+never create a store; ``submit`` does. ``--store`` goes before or after the command (after
+wins).
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from .. import __version__
 from ..errors import DurableAgentError
-from . import decisions, runs, serve
-from .common import Refused, Usage, clean, default_store, login_name, parents
+from . import completion, decisions, runs, serve
+from .common import STORE_HELP, Refused, Usage, clean, default_store, login_name, parents
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,16 +26,23 @@ def build_parser() -> argparse.ArgumentParser:
         description="Durable AI-agent runs: list, inspect, approve, reconcile, serve.",
         epilog="exit codes: 0 done, 1 refused or failed, 2 usage",
     )
+    p.add_argument("--version", action="version", version=f"agentrun {__version__}")
+    p.add_argument("--store", default=None, metavar="DIR", help=STORE_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     shared = parents()
-    for family in (runs, decisions, serve):
+    for family in (runs, decisions, serve, completion):
         family.register(sub, shared)
+    # A usage error found after parsing is told with the command's own usage line.
+    for command in sub.choices.values():
+        command.set_defaults(command_parser=command)
+    completion.attach(p)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run agentrun; returns the exit code."""
     parser = build_parser()
+    completion.complete_if_asked(parser)
     args = parser.parse_args(argv)
     if args.command != "demo" and args.store is None:
         args.store = default_store()
@@ -42,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return fn(args)
     except Usage as e:
-        parser.error(str(e))
+        command: argparse.ArgumentParser = args.command_parser
+        command.error(str(e))
     except (DurableAgentError, Refused) as e:
         print(f"agentrun {args.command}: {clean(e)}", file=sys.stderr)
         return 1

@@ -21,16 +21,21 @@ from .common import (
     clean,
     describe,
     dump,
-    no_run,
+    iso,
     one_line,
+    require_run,
     stamp,
+    status_arg,
     status_word,
     store_of,
+    versioned,
+    with_iso,
 )
 
 
 def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
-    """A RunView as plain JSON (what ``show --json`` prints)."""
+    """A RunView as plain JSON: what ``show --json`` prints, and without the records what
+    ``ls --json`` prints per run. The README's "JSON output" lists every field."""
     d: dict[str, Any] = {
         "run_id": view.run_id,
         "status": str(view.status),
@@ -39,7 +44,9 @@ def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
         "steps": len(view.steps),
         "model_calls": view.model_calls,
         "started_at": view.started_at,
+        "started_at_iso": iso(view.started_at),
         "last_activity": view.last_activity,
+        "last_activity_iso": iso(view.last_activity),
         "last_seq": view.last_seq,
         "error": view.error,
         "pending": [p.to_dict() for p in view.pending],
@@ -54,6 +61,7 @@ def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
             "tool": s.call.name if s.call else None,
             "arguments": s.call.arguments if s.call else None,
             "started_at": s.started_at,
+            "started_at_iso": iso(s.started_at),
             "attempts": s.attempts,
         }
     if records:
@@ -68,19 +76,22 @@ def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
                 "result": s.result,
                 "attempts": s.attempts,
                 "started_at": s.started_at,
+                "started_at_iso": iso(s.started_at),
                 "completed_at": s.completed_at,
+                "completed_at_iso": iso(s.completed_at),
                 "call": None if s.call is None else s.call.to_dict(),
             }
             for s in view.steps
         ]
-        d["records"] = [r.to_dict() for r in view.records]
+        d["records"] = [with_iso(r.to_dict(), "at") for r in view.records]
         d["outcome"] = None if view.outcome is None else view.outcome.to_dict()
-    return d
+    return versioned(d)
 
 
 def summary_dict(s: Summary) -> dict[str, Any]:
-    """A run's summary as plain JSON (what ``ls --json`` prints, one object per run)."""
-    return {
+    """A run's summary as plain JSON: what ``ls --json`` prints, one object per run, from the
+    store's summaries (no journal read). The README's "JSON output" lists every field."""
+    d: dict[str, Any] = {
         "run_id": s.run_id,
         "status": str(s.status),
         "needs_human": s.needs_human,
@@ -88,17 +99,20 @@ def summary_dict(s: Summary) -> dict[str, Any]:
         "steps": s.steps,
         "model_calls": s.model_calls,
         "started_at": s.started_at,
+        "started_at_iso": iso(s.started_at),
         "last_activity": s.last_activity,
+        "last_activity_iso": iso(s.last_activity),
         "last_seq": s.last_seq,
         "error": s.error,
         "pending": [p.to_dict() for p in s.pending],
         "indeterminate": None
         if s.indeterminate is None
         else {"step": s.indeterminate, "tool": step_tool_name(s.indeterminate)},
-        "input": s.input,
-        "answer": s.answer,
+        "answer": None if not s.answer else {"role": "assistant", "content": s.answer},
         "leased": s.leased,
+        "input_preview": s.input,
     }
+    return versioned(d)
 
 
 def attention_order(summaries: list[Summary]) -> list[Summary]:
@@ -188,12 +202,10 @@ def _describe(r: Record) -> str:
 def cmd_show(args: argparse.Namespace) -> int:
     """Print one run: its timeline and what it waits on."""
     store = store_of(args)
-    check_run_id(args.run)
+    require_run(store, args.run)
     view = view_store(store, args.run)
     if view.status == RunStatus.CORRUPT:
         raise Refused(view.error)
-    if not view.records:
-        raise no_run(args.run, store)
     if args.json:
         print(dump(view_dict(view)))
         return 0
@@ -280,8 +292,13 @@ def register(sub: Any, parents: Parents) -> None:
     s.add_argument(
         "--status",
         action="append",
-        choices=[str(x) for x in RunStatus],
-        help="only runs with this status (repeatable)",
+        type=status_arg,
+        metavar="STATUS",
+        help=(
+            "only runs with this status (repeatable): "
+            + ", ".join(str(x) for x in RunStatus)
+            + "; or the TUI's short words (awaiting)"
+        ),
     )
     s.set_defaults(fn=cmd_ls)
 

@@ -1,4 +1,4 @@
-"""The long-running commands: ``worker``, ``tui`` and ``demo``."""
+"""The long-running commands: ``worker``, ``tui``, ``web`` and ``demo``."""
 
 from __future__ import annotations
 
@@ -117,6 +117,35 @@ def cmd_tui(args: argparse.Namespace) -> int:
     return int(run_tui(store, read_only=args.read_only, poll=args.poll))
 
 
+def cmd_web(args: argparse.Namespace) -> int:
+    """Serve the terminal UI to browsers (textual-serve), behind a token."""
+    store = store_of(args)  # refuses a missing store before anything is served
+    root = getattr(store, "root", None)
+    spec = str(Path(root).resolve()) if root is not None else str(args.store)
+    # Imported here: textual-serve is an extra, and the core must load without the UI.
+    try:
+        web = importlib.import_module("durableagent_tui.web")
+    except ImportError as e:
+        raise Refused(
+            f"agentrun web needs the web extra ({e}): pip install 'durableagent[web]'"
+        ) from None
+    if not 0 <= args.port <= 65535:
+        raise Usage(f"--port wants 0..65535 (0 picks a free port), not {args.port}")
+    try:
+        return int(
+            web.serve(
+                spec,
+                host=args.host,
+                port=args.port,
+                read_only=args.read_only,
+                poll=args.poll,
+                allow_hosts=args.allow_host or (),
+            )
+        )
+    except web.ServeError as e:
+        raise Refused(str(e)) from None
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """Build (or reuse) the demo store, start a worker for it and open the TUI."""
     from ..demo import build_demo_store, demo_agent, is_demo_store
@@ -160,7 +189,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any, parents: Parents) -> None:
-    """Add worker, tui and demo to the subcommands."""
+    """Add worker, tui, web and demo to the subcommands."""
     common = parents.store
     s = sub.add_parser(
         "worker",
@@ -193,6 +222,30 @@ def register(sub: Any, parents: Parents) -> None:
     s.set_defaults(fn=cmd_tui)
 
     s = sub.add_parser(
+        "web",
+        parents=[common],
+        help="the terminal supervisor in a browser (extra: durableagent[web])",
+        description=(
+            "Serve 'agentrun tui' to browsers through textual-serve: one app process per "
+            "browser tab, ended when the tab closes. Every address needs the random token "
+            "printed in the URL at start, localhost included; requests from other sites "
+            "(Origin) or under another name (Host) are refused. An address other than "
+            "loopback lets anyone with the URL approve writes: prefer --read-only there."
+        ),
+    )
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    s.add_argument("--port", type=int, default=8000, help="port (8000; 0 picks a free one)")
+    s.add_argument("--read-only", action="store_true", help="no approve/deny/reconcile")
+    s.add_argument("--poll", action="store_true", help="poll instead of watching files")
+    s.add_argument(
+        "--allow-host",
+        action="append",
+        metavar="NAME",
+        help="another name browsers use for this server, e.g. behind a proxy (repeatable)",
+    )
+    s.set_defaults(fn=cmd_web)
+
+    s = sub.add_parser(
         "demo",
         help="a demo store with runs in every state, a worker and the TUI",
         description=(
@@ -200,7 +253,9 @@ def register(sub: Any, parents: Parents) -> None:
             "never touched), start a worker for the demo helpdesk agent and open the TUI."
         ),
     )
-    s.add_argument("--store", default=None, metavar="DIR", help=f"default {DEFAULT_DEMO_STORE}")
+    s.add_argument(
+        "--store", default=argparse.SUPPRESS, metavar="DIR", help=f"default {DEFAULT_DEMO_STORE}"
+    )
     s.add_argument("--fresh", action="store_true", help="delete and rebuild the demo store")
     s.add_argument("--no-tui", action="store_true", help="build, print 'ls' and exit")
     s.set_defaults(fn=cmd_demo)

@@ -1,0 +1,293 @@
+"""``agentrun web``'s locks, without a browser: the token, Host and Origin on the page and on
+the websocket, quoting, and app processes that are always reaped."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import aiohttp
+import pytest
+from websupport import (
+    Terminal,
+    WebServer,
+    agentrun_env,
+    agentrun_web,
+    app_processes,
+    deadline_poll,
+    kill_processes_with,
+)
+
+from durableagent_tui import web
+from durableagent_tui.sample import build_sample_store
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> WebServer:  # type: ignore[misc]
+    root = tmp_path_factory.mktemp("guard") / "runs"
+    build_sample_store(root, corrupt=False, markup=False)
+    with agentrun_web(root, "--allow-host", "proxy.example") as server:
+        yield server
+
+
+def get(url: str, **headers: str) -> tuple[int, dict[str, str], str]:
+    request = urllib.request.Request(url, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+async def handshake(server: WebServer, token: str, **headers: str) -> int:
+    """Open the session websocket; its HTTP status (101 when accepted), closed at once."""
+    url = f"ws://127.0.0.1:{server.port}/ws/{token}?width=80&height=24"
+    async with aiohttp.ClientSession() as session:
+        try:
+            async with session.ws_connect(url, headers=headers) as ws:
+                await ws.close()
+                return 101
+        except aiohttp.WSServerHandshakeError as e:
+            return e.status
+
+
+def test_the_page_needs_the_token(served: WebServer) -> None:
+    assert get(served.base + "/")[0] == 403
+    assert get(served.base + "/?token=")[0] == 403
+    assert get(served.base + "/?token=" + served.token[:-1])[0] == 403
+    status, _, body = get(served.base + "/?token=" + served.token + "x")
+    assert status == 403 and "a valid token is required" in body
+    status, _, body = get(served.url)
+    assert status == 200 and f"/ws/{served.token}" in body
+
+
+def test_the_page_is_kept_out_of_referrers_caches_and_frames(served: WebServer) -> None:
+    _, headers, _ = get(served.url)
+    assert headers["Referrer-Policy"] == "no-referrer"
+    assert headers["Cache-Control"] == "no-store"
+    assert headers["X-Frame-Options"] == "DENY"
+    assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
+
+
+def test_static_files_are_served_without_a_listing_and_nothing_else_is(
+    served: WebServer,
+) -> None:
+    assert get(served.base + "/static/js/textual.js")[0] == 200
+    assert get(served.base + "/static/")[0] == 403
+    assert get(served.base + "/static/js/")[0] == 403
+    assert get(served.base + "/download/anything")[0] == 404
+
+
+def test_a_host_header_other_than_the_served_address_is_refused(served: WebServer) -> None:
+    """DNS rebinding: the page would be same-origin with the server, under the attacker's
+    name."""
+    status, _, body = get(served.url, Host=f"rebind.example:{served.port}")
+    assert status == 403 and "Host header" in body
+    assert get(served.url, Host=f"127.0.0.1:{served.port + 1}")[0] == 403
+    assert get(served.url, Host=f"localhost:{served.port}")[0] == 200
+    assert get(served.url, Host=f"proxy.example:{served.port}")[0] == 200  # --allow-host
+    assert get(served.base + "/static/js/textual.js", Host="rebind.example")[0] == 403
+
+
+async def test_behind_a_tls_proxy_the_page_uses_wss_and_its_https_origin_is_accepted(
+    served: WebServer,
+) -> None:
+    name = f"proxy.example:{served.port}"
+    _, _, body = get(served.url, Host=name, **{"X-Forwarded-Proto": "https"})
+    assert f'data-session-websocket-url="wss://{name}/ws/{served.token}"' in body
+    origin = {"Origin": f"https://{name}", "Host": name}
+    assert await handshake(served, served.token, **origin) == 101
+    deadline_poll(lambda: not app_processes(served.store), 20, "the accepted session to end")
+
+
+def test_a_foreign_origin_on_the_page_is_refused(served: WebServer) -> None:
+    assert get(served.url, Origin="http://evil.example")[0] == 403
+    assert get(served.url, Origin=served.base)[0] == 200
+
+
+async def test_the_websocket_needs_the_token_its_own_origin_and_host(
+    served: WebServer,
+) -> None:
+    own = {"Origin": served.base}
+    assert await handshake(served, served.token, **own) == 101
+    assert await handshake(served, "nope", **own) == 403
+    assert await handshake(served, served.token[:-1], **own) == 403
+    assert await handshake(served, served.token, Origin="http://evil.example") == 403
+    assert await handshake(served, served.token, Origin="null") == 403
+    assert await handshake(served, served.token) == 403  # no Origin: not a browser we trust
+    assert (
+        await handshake(served, served.token, Origin="http://rebind.example", Host="rebind.example")
+        == 403
+    )
+    deadline_poll(lambda: not app_processes(served.store), 20, "the accepted session to end")
+
+
+def test_tokens_are_random_and_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = web.WebServer(["true"]), web.WebServer(["true"])
+    assert a.token != b.token and len(a.token) >= 43  # 32 random bytes
+    compared: list[tuple[bytes, bytes]] = []
+    real = web.hmac.compare_digest
+
+    def spy(x: bytes, y: bytes) -> bool:
+        compared.append((x, y))
+        return real(x, y)
+
+    monkeypatch.setattr(web.hmac, "compare_digest", spy)
+    assert web.same_token(a.token, a.token) and not web.same_token("x", a.token)
+    assert compared == [(a.token.encode(), a.token.encode()), (b"x", a.token.encode())]
+
+
+async def test_the_app_command_is_quoted_and_never_run_by_a_shell(tmp_path: Path) -> None:
+    """A store path full of shell syntax opens that very store; nothing in it is run."""
+    root = tmp_path / 'it\'s $(touch PWNED) ; touch PWNED2 `touch PWNED3` "q" runs'
+    build_sample_store(root, corrupt=False, markup=False)
+    with agentrun_web(root, cwd=tmp_path) as server:
+        term = Terminal(width=100, height=30)
+        url = f"ws://127.0.0.1:{server.port}/ws/{server.token}?width=100&height=30"
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(url, headers={"Origin": server.base}) as ws,
+        ):
+            async with asyncio.timeout(30):
+                while "billing-1042" not in term.runs_pane():
+                    msg = await ws.receive()
+                    assert msg.type == aiohttp.WSMsgType.BINARY, msg
+                    term.chunks.append(msg.data)
+            (pid,) = app_processes(root)
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+            assert argv[-2:] == [b"--store", os.fsencode(root)]
+    assert not list(tmp_path.rglob("PWNED*"))
+    assert web.app_argv(str(root))[-2:] == ["--store", str(root)]
+
+
+# -- app processes are always reaped --------------------------------------------------------
+
+STUBBORN = """
+import signal, sys, time
+if sys.argv[1] == "ignore-sigterm":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+sys.stdout.write("__GANGLION__\\n")
+sys.stdout.flush()
+while True:  # never reads the quit packet on stdin
+    time.sleep(0.05)
+"""
+
+
+@asynccontextmanager
+async def stubborn_server(mode: str) -> AsyncIterator[web.WebServer]:
+    tag = f"stubborn-{uuid.uuid4().hex}"  # to find its apps, should the reaping under test fail
+    server = web.WebServer(
+        [sys.executable, "-c", STUBBORN, mode, tag], host="127.0.0.1", port=0, grace=0.3
+    )
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+        kill_processes_with(tag)
+
+
+async def open_session(
+    server: web.WebServer, session: aiohttp.ClientSession
+) -> tuple[aiohttp.ClientWebSocketResponse, asyncio.subprocess.Process]:
+    url = f"ws://127.0.0.1:{server.port}/ws/{server.token}?width=80&height=24"
+    ws = await session.ws_connect(url, headers={"Origin": f"http://127.0.0.1:{server.port}"})
+    async with asyncio.timeout(10):
+        while not (server.sessions and next(iter(server.sessions)).service.process):
+            await asyncio.sleep(0.02)
+    process = next(iter(server.sessions)).service.process
+    assert process is not None
+    return ws, process
+
+
+@pytest.mark.parametrize(
+    ("mode", "ended_by"),
+    [("ignore-quit", signal.SIGTERM), ("ignore-sigterm", signal.SIGKILL)],
+)
+async def test_an_app_that_will_not_quit_is_terminated_then_killed_when_its_client_leaves(
+    mode: str, ended_by: int
+) -> None:
+    async with stubborn_server(mode) as server, aiohttp.ClientSession() as session:
+        ws, process = await open_session(server, session)
+        await ws.close()
+        async with asyncio.timeout(10):
+            assert await process.wait() == -ended_by
+        async with asyncio.timeout(10):
+            while server.sessions:
+                await asyncio.sleep(0.02)
+
+
+async def test_stopping_the_server_kills_an_app_that_ignores_sigterm() -> None:
+    async with stubborn_server("ignore-sigterm") as server, aiohttp.ClientSession() as session:
+        _, process = await open_session(server, session)
+        async with asyncio.timeout(10):
+            await server.stop()
+        assert process.returncode == -signal.SIGKILL
+        assert not server.sessions
+
+
+# -- the command ----------------------------------------------------------------------------
+
+
+def agentrun(*args: str, code: str | None = None) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-c", code] if code else [sys.executable, "-m", "durableagent.cli"]
+    return subprocess.run(
+        [*argv, *args], capture_output=True, text=True, timeout=60, env=agentrun_env()
+    )
+
+
+def test_another_address_warns_that_anyone_with_the_url_can_approve_writes(
+    tmp_path: Path,
+) -> None:
+    """192.0.2.1 (TEST-NET-1) is no address of this machine: the warning comes first, then
+    the address is refused, so nothing is ever exposed by the test."""
+    root = tmp_path / "runs"
+    build_sample_store(root, corrupt=False, markup=False)
+    r = agentrun("web", "--store", str(root), "--host", "192.0.2.1", "--port", "0")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    warning, refusal = r.stderr.strip().splitlines()
+    assert "WARNING" in warning and "has the URL with its token can approve" in warning
+    assert refusal.startswith("agentrun web: cannot listen on 192.0.2.1:0")
+    assert web.exposure_warning("127.0.0.1", False) is None
+    assert web.exposure_warning("localhost", False) is None
+    assert web.exposure_warning("::1", False) is None
+    assert "watch every run" in (web.exposure_warning("0.0.0.0", True) or "")
+
+
+def test_a_port_in_use_is_refused_in_one_line(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    build_sample_store(root, corrupt=False, markup=False)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = agentrun("web", "--store", str(root), "--port", str(port))
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in r.stderr
+
+
+def test_web_refuses_a_missing_store(tmp_path: Path) -> None:
+    r = agentrun("web", "--store", str(tmp_path / "nowhere"))
+    assert r.returncode == 1 and "no store at" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_web_without_the_extra_says_how_to_install_it(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    build_sample_store(root, corrupt=False, markup=False)
+    code = (
+        "import sys; sys.modules['textual_serve'] = None\n"
+        "from durableagent.cli import main; sys.exit(main(sys.argv[1:]))"
+    )
+    r = agentrun("web", "--store", str(root), code=code)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "pip install 'durableagent[web]'" in r.stderr
