@@ -45,21 +45,23 @@ def awaiting_store(root: Path) -> FileStore:
     return store
 
 
-async def test_n_a_y_approves_the_oldest_pending_call_in_three_keys(tmp_path: Path) -> None:
+async def test_n_a_y_approves_the_top_pending_call_in_three_keys(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     awaiting_store(root)
     app = make_app(root, live=True)
     keys = ["n", "a", "y"]
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
+        top = app.table.shown()[0]
+        assert top == "newer-2"  # newest activity first within the awaiting group
         await pilot.press(*keys)
-        await until(pilot, lambda: bool(signals(root, "older-1")))
-        [sig] = signals(root, "older-1")
+        await until(pilot, lambda: bool(signals(root, top)))
+        [sig] = signals(root, top)
         assert sig["name"] == "approve"
         assert sig["by"] == getpass.getuser()
         # The row follows the record once the watcher sees it, with no key pressed.
-        await until(pilot, lambda: status_of(app, "older-1") == "○ ready")
-        assert not signals(root, "newer-2")
+        await until(pilot, lambda: status_of(app, top) == "○ ready")
+        assert not signals(root, "older-1")
     assert len(keys) == 3
 
 
@@ -170,7 +172,7 @@ async def test_filter_by_status_or_id_and_escape_clears(sample: Path) -> None:
         assert app.table.row_count == 8
 
 
-async def test_n_walks_runs_needing_a_human_in_attention_order(sample: Path) -> None:
+async def test_n_walks_runs_needing_a_human_in_the_order_the_table_shows(sample: Path) -> None:
     app = make_app(sample)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
@@ -178,15 +180,10 @@ async def test_n_walks_runs_needing_a_human_in_attention_order(sample: Path) -> 
         for _ in range(6):
             await pilot.press("n")
             seen.append(app.table.selected_run)
-        # corrupt, indeterminate, awaiting (oldest first), failed, then round again
-        assert seen == [
-            "broken-1040",
-            "vpn-1043",
-            "billing-1042",
-            "markup-1048",
-            "refund-1041",
-            "broken-1040",
-        ]
+        needing = [rid for rid in app.table.shown() if app.views[rid].needs_human]
+        assert seen == [*needing, needing[0]]  # top to bottom, then round again
+        # corrupt, indeterminate, awaiting (newest first, as the table sorts), failed
+        assert needing == ["broken-1040", "vpn-1043", "markup-1048", "billing-1042", "refund-1041"]
 
 
 async def test_dialog_on_a_run_that_changed_underneath_writes_nothing(sample: Path) -> None:
