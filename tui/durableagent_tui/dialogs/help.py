@@ -12,27 +12,34 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
 HELP = """\
-Runs needing a human come first: corrupt, indeterminate, awaiting approval, failed;
-then running, ready, completed. Newest activity first within a group.
+Runs needing a human come first (corrupt, indeterminate,
+awaiting approval, failed), then running, ready, completed;
+newest activity first within a group.
 
-  n            the next run that needs a human, in the table's order
-  a            approve or deny the run's pending tool calls
-  r            reconcile the run's indeterminate write (done + result, or retry)
-  R            retry a failed run now (as agentrun retry; asks first)
-  enter        open the run's timeline        esc   back to the runs
-  j k ↓ ↑      move in a table                g G home end   first / last row
-  tab          move between panes: runs, timeline, record
-  /            filter by run id or status (esc clears)
-  ctrl+p       command palette (the same actions)
-  ?            this help
-  q  ctrl+c    quit
+  n          the next run needing a human, in table order
+  a          approve or deny the run's pending calls
+  r          reconcile its indeterminate write
+  R          retry a failed run now (agentrun retry; asks)
+  enter      open the run's timeline
+  esc        back: record → timeline → runs; clears a filter
+  j k ↓ ↑    move in a table
+  g G        first / last row (home / end too)
+  tab        next pane: runs, timeline, record
+  /          filter by run id or status
+  ctrl+p     command palette (the same actions)
+  ?          this help
+  q  ctrl+c  quit
 
 Approve dialog: enter or a click only selects a call.
-  y approve it · d deny it (type why, enter sends) · A approve all
-  tab the reason box (sent with y, d or A) · esc close
-Reconcile dialog: type the result you found and press enter (done),
-  or shift+tab to the choices: retry asks again (y retries, enter does not).
-Status: ⊘ corrupt  ✖ indeterminate  ▲ awaiting  ✗ failed  ● running  ○ ready  ✓ completed
+  y approve it · A approve all · d deny it: type why,
+  enter sends · tab the reason box (goes with y, d, A)
+  esc close
+Reconcile dialog: type the result you found, enter
+  records it as done; shift+tab to the choices: retry
+  asks again (y retries, enter does not) · esc cancel
+
+⊘ corrupt  ✖ indeterminate  ▲ awaiting  ✗ failed
+● running  ○ ready  ✓ completed
 """
 
 
