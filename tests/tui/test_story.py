@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tuihelpers import line_with, loaded, make_app, screen_text, select
+from tuihelpers import loaded, make_app, screen_text, select
 
 from durableagent import (
     FileStore,
@@ -71,7 +71,7 @@ async def test_approve_dialog_shows_request_earlier_results_and_the_models_words
         # What the model said with the calls, and the turn's other call, not run yet.
         assert "I'll check the owner and grant access once approved." in text
         assert 'lookup_owner(drive="finance")  not run yet' in text
-        assert "waiting for a human" in line_with(app, 'grant_access(user="sam"')
+        assert "turn 2  grant_access  waiting for a human (below)" in text
 
 
 async def test_approve_dialog_says_when_the_call_was_asked_and_how_long_it_waited(

@@ -105,6 +105,8 @@ def _state_text(call: TurnCall, *, whole: bool) -> Text:
     def cut(s: str) -> str:
         return s if whole else one_line(s, EARLIER_LIMIT)
 
+    if call.state == "pending":  # its arguments are in the list of pending calls, whole
+        return Text.assemble((call.name, "bold"), ("  waiting for a human (below)", "bold yellow"))
     text = Text(cut(call_text(call.name, call.arguments)))
     if call.state == "result":
         text.append(" → ", style="dim")
@@ -112,8 +114,6 @@ def _state_text(call: TurnCall, *, whole: bool) -> Text:
     elif call.state == "error":
         text.append(" → error: ", style="red")
         text.append(cut(call.result))
-    elif call.state == "pending":
-        text.append("  waiting for a human", style="bold yellow")
     elif call.state == "open":
         text.append("  started, no result", style="bold red")
     else:

@@ -89,7 +89,6 @@ class ApproveDialog(ActingDialog):
 
     def on_mount(self) -> None:
         steady(self)
-        self.query_one("#error").display = False
         calls = self.query_one("#calls", OptionList)
         if calls.option_count:
             calls.highlighted = 0

@@ -98,7 +98,6 @@ class ReconcileDialog(ActingDialog):
 
     def on_mount(self) -> None:
         steady(self)
-        self.query_one("#error").display = False
         self.query_one("#choice", OptionList).highlighted = 0
         self.query_one("#result", Input).focus()
 

@@ -63,8 +63,9 @@ class RetryDialog(ActingDialog):
         grid.add_column(ratio=1, overflow="fold")
         grid.add_row("error", Text(self.view.error or "(no error text recorded)", style="red"))
         grid.add_row("workers", failures_text(self.failures, self.now))
-        if self.failures is not None and self.failures.error:
-            grid.add_row("last", Text(self.failures.error))
+        last = self.failures.error if self.failures is not None else ""
+        if last and last.strip() != self.view.error.strip():  # said once when they agree
+            grid.add_row("last", Text(last))
         with Vertical(id="dialog", classes="retry"):
             yield Label(Text.assemble(("Retry failed run  ", "bold"), rid))
             with VerticalScroll(id="story"):
@@ -86,9 +87,6 @@ class RetryDialog(ActingDialog):
             keys.append("n / esc", style="bold")
             keys.append(" cancel")
             yield Static(keys, classes="keys")
-
-    def on_mount(self) -> None:
-        self.query_one("#error").display = False
 
     def action_retry(self) -> None:
         self.submit(partial(self.retry, self.pin))
