@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from textual.widgets import Button, Input, OptionList
-from tuihelpers import line_with, loaded, make_app, screen_text, select, until
+from tuihelpers import line_with, loaded, make_app, screen_lines, screen_text, select, until
 
-from durableagent import FileStore
+from durableagent import FileStore, Status, ToolCall
 from durableagent_tui.app import SupervisorApp
 from durableagent_tui.dialogs import ApproveDialog, ConfirmDialog, HelpScreen, ReconcileDialog
-from durableagent_tui.sample import build_sample_store
+from durableagent_tui.sample import T0, JournalWriter, build_sample_store
 
 SIZE = (120, 36)
 
@@ -223,3 +223,25 @@ async def test_choosing_done_with_a_typed_result_only_goes_to_the_box(tmp_path: 
         await pilot.press("enter")  # enter in the box, on what was typed: that records it
         await until(pilot, lambda: len(signals(root, "vpn-1043")) == 2)
         assert signals(root, "vpn-1043")[-1]["payload"]["result"] == "TICKET-5"
+
+
+async def test_buttons_and_keys_stay_on_screen_when_the_story_and_calls_scroll(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "runs"
+    store = FileStore(root)
+    j = JournalWriter(store, "long-5", T0)
+    j.start("Please do five things. " * 8)
+    for turn in range(1, 4):
+        j.asks(turn, ToolCall("c", "lookup", {"q": "x" * 90}))
+        j.tool(f"tool/{turn}/0/lookup", "found " * 30)
+    calls = [ToolCall(f"c{i}", "create_ticket", {"summary": f"item {i} " * 12}) for i in range(3)]
+    j.outcome(Status.AWAITING_APPROVAL, pending=tuple(j.asks(4, *calls)))
+    app = make_app(root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await loaded(pilot)
+        await pilot.press("a")
+        lines = screen_lines(app)
+        foot = next(i for i, line in enumerate(lines) if "▄▄▄▄▄▄▄▄" in line)
+        assert "Approve create_ticket" in lines[foot - 2]
+        assert "y approve" in lines[foot - 1]  # right above the dialog's foot: no blank rows

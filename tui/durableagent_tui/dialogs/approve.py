@@ -24,7 +24,7 @@ from durableagent import Pending, RunView, marker_step
 from ..actions import Decision
 from ..story import approval_story
 from ..summaries import pretty
-from .base import Act, ActingDialog, action_button, login_name, steady
+from .base import Act, ActingDialog, action_button, fit_heights, login_name, steady
 
 
 def call_option(tool: str, step: str, arguments: object) -> Group:
@@ -87,7 +87,11 @@ class ApproveDialog(ActingDialog):
             yield Static(id="error", classes="error")
             yield Static(id="keys", classes="keys")
 
+    def on_resize(self) -> None:
+        fit_heights(self, {"#story": 0.25, "#calls": 0.35})
+
     def on_mount(self) -> None:
+        fit_heights(self, {"#story": 0.25, "#calls": 0.35})
         steady(self)
         calls = self.query_one("#calls", OptionList)
         if calls.option_count:

@@ -45,6 +45,17 @@ def action_button(label: str, *, id: str, variant: ButtonVariant = "default") ->
     return button
 
 
+def fit_heights(screen: Screen[Any], shares: dict[str, float]) -> None:
+    """Cap each scrolling part (selector: share of the terminal's height) in whole rows.
+
+    In ``vh`` the cap would do, but Textual then sizes the auto-height dialog around the
+    part's uncapped height, leaving blank rows at the dialog's foot."""
+    rows = screen.app.size.height
+    for selector, share in shares.items():
+        for widget in screen.query(selector):
+            widget.styles.max_height = max(3, int(rows * share))
+
+
 class ActingDialog(ModalScreen[str | None]):
     """A dialog that writes off the UI thread, closes with the toast text on success and
     explains on failure (staying open)."""

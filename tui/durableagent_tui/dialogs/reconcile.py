@@ -24,7 +24,7 @@ from durableagent import RunView, StepView
 from ..actions import Decision
 from ..story import reconcile_facts
 from .approve import call_option
-from .base import Act, ActingDialog, login_name, steady
+from .base import Act, ActingDialog, fit_heights, login_name, steady
 from .confirm import ConfirmDialog
 
 
@@ -96,7 +96,11 @@ class ReconcileDialog(ActingDialog):
             keys.right_crop(3)
             yield Static(keys, classes="keys")
 
+    def on_resize(self) -> None:
+        fit_heights(self, {"#story": 0.45})
+
     def on_mount(self) -> None:
+        fit_heights(self, {"#story": 0.45})
         steady(self)
         self.query_one("#choice", OptionList).highlighted = 0
         self.query_one("#result", Input).focus()

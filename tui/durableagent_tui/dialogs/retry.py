@@ -20,7 +20,7 @@ from durableagent.labels import ago
 
 from ..actions import Failures, Pin
 from ..styles import clock
-from .base import ActingDialog, action_button
+from .base import ActingDialog, action_button, fit_heights
 
 Retry = Callable[[Pin], str]
 
@@ -87,6 +87,12 @@ class RetryDialog(ActingDialog):
             keys.append("n / esc", style="bold")
             keys.append(" cancel")
             yield Static(keys, classes="keys")
+
+    def on_mount(self) -> None:
+        fit_heights(self, {"#story": 0.45})
+
+    def on_resize(self) -> None:
+        fit_heights(self, {"#story": 0.45})
 
     def action_retry(self) -> None:
         self.submit(partial(self.retry, self.pin))
