@@ -9,7 +9,7 @@ import pytest
 from textual.pilot import Pilot
 from tuihelpers import loaded, make_app, select
 
-from durableagent_tui.sample import build_sample_store
+from durableagent_tui.sample import HINTS, build_sample_store
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
 
@@ -23,6 +23,7 @@ def at(run_id: str | None = None, *keys: str) -> Any:
             await select(pilot, run_id)
         if keys:
             await pilot.press(*keys)
+        await pilot.app.workers.wait_for_complete()  # R reads the failure count in a thread
         # Tables size their columns when idle: under load one pause may come too early.
         for _ in range(3):
             await pilot.wait_for_scheduled_animations()
@@ -56,9 +57,35 @@ def test_approve_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int]
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_reconcile_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+def test_deny_question(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
     app = make_app(store(tmp_path))
+    keys = ("a", "d", *"wrong queue")
+    assert snap_compare(app, terminal_size=size, run_before=at("markup-1048", *keys))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_reconcile_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path), hints=HINTS)
     assert snap_compare(app, terminal_size=size, run_before=at("vpn-1043", "r", *"TICKET-9"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_retry_write_confirmation(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path))
+    keys = ("r", "shift+tab", "down", "enter")
+    assert snap_compare(app, terminal_size=size, run_before=at("vpn-1043", *keys))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_failed_run(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at("refund-1041"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_retry_failed_run_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at("refund-1041", "R"))
 
 
 @pytest.mark.parametrize("size", SIZES)

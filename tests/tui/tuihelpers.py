@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import html
+import re
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
@@ -47,3 +50,42 @@ async def select(pilot: Pilot[object], run_id: str) -> None:
     assert isinstance(app, SupervisorApp)
     app.table.move_cursor(row=app.table.get_row_index(run_id), animate=False)
     await pilot.pause()
+
+
+_TEXT = re.compile(
+    r'<text class="[^"]*" x="([\d.]+)" y="[\d.]+" textLength="[\d.]+"[^>]*'
+    r'clip-path="url\(#[\w-]*?line-(\d+)\)">(.*?)</text>'
+)
+_CELL_PX = 12.2  # the width of one cell in Textual's SVG export
+
+
+def screen_lines(app: SupervisorApp) -> list[str]:
+    """The screen as a user reads it: one string per terminal line, from a screenshot."""
+    rows: dict[int, list[tuple[float, str]]] = defaultdict(list)
+    for x, line, text in _TEXT.findall(app.export_screenshot()):
+        rows[int(line)].append((float(x), html.unescape(text).replace("\xa0", " ")))
+    out = []
+    for n in range(max(rows, default=-1) + 1):
+        s = ""
+        for x, text in sorted(rows.get(n, [])):
+            s = s.ljust(round(x / _CELL_PX)) + text
+        out.append(s.rstrip())
+    return out
+
+
+def screen_text(app: SupervisorApp) -> str:
+    """The whole screen as text, lines joined with newlines."""
+    return "\n".join(screen_lines(app))
+
+
+def line_with(app: SupervisorApp, needle: str) -> str:
+    """The one screen line that holds ``needle``."""
+    found = [line for line in screen_lines(app) if needle in line]
+    assert len(found) == 1, (needle, found)
+    return found[0]
+
+
+def toast_text(app: SupervisorApp) -> str:
+    """What the notifications on screen say (right of their ▌ edge), lines joined."""
+    parts = [line.rsplit("▌", 1)[1].rstrip("│╯ ─") for line in screen_lines(app) if "▌" in line]
+    return " ".join(" ".join(parts).split())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -12,11 +13,16 @@ __all__ = ["run_tui"]
 
 
 def run_tui(
-    store: Store | str | os.PathLike[str], *, read_only: bool = False, poll: bool = False
+    store: Store | str | os.PathLike[str],
+    *,
+    read_only: bool = False,
+    poll: bool = False,
+    hints: Mapping[str, str] | None = None,
 ) -> int:
     """Run the supervisor on ``store`` (a Store, or a directory) until the user quits; the
-    exit code."""
+    exit code. ``hints`` maps a tool name to where a human should check whether its write
+    happened (the reconcile dialog shows it; e.g. built from the agent's ``Tool.hint``)."""
     from .app import SupervisorApp
 
-    result = SupervisorApp(store, read_only=read_only, poll=poll).run()
+    result = SupervisorApp(store, read_only=read_only, poll=poll, hints=hints).run()
     return int(result or 0)

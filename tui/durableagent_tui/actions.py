@@ -1,12 +1,20 @@
-"""Writing a human's decision: re-check the pinned run, then ``signal`` (blocking; call it from
-a thread worker, never on the event loop)."""
+"""Writing a human's decision: re-check the pinned run, then ``signal``; and a failed run's
+retry. Everything here blocks: call it from a thread worker, never on the event loop."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from durableagent import RunChangedError, RunStatus, RunView, Store, signal, view_store
+from durableagent import (
+    DurableAgentError,
+    RunChangedError,
+    RunStatus,
+    RunView,
+    Store,
+    signal,
+    view_store,
+)
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,44 @@ def write_decision(store: Store, pin: Pin, decision: Decision) -> str:
         except RunChangedError as e:
             raise _changed(pin, f"it is now at seq {e.actual}", written=i) from None
     return decision.done
+
+
+@dataclass(frozen=True)
+class Failures:
+    """What the workers have recorded about a failed run: how many attempts failed since a
+    human last acted, when the last one did and with what. ``stale``: a signal came after the
+    count was made, so workers count afresh."""
+
+    failures: int
+    at: float
+    error: str
+    stale: bool = False
+
+
+def failure_state(store: Store, view: RunView) -> Failures | None:
+    """The workers' failure count for ``view``'s run (kept in the store, read as the worker
+    reads it), or None when none is readable."""
+    from durableagent.worker import read_attempts
+
+    attempts = read_attempts(store, view.run_id)
+    if attempts is None:
+        return None
+    stale = attempts.signals != len(view.signals)
+    return Failures(attempts.failures, attempts.at, attempts.error, stale)
+
+
+def retry_failed(store: Store, pin: Pin) -> str:
+    """``agentrun retry``: give a failed run a fresh budget of worker attempts, if it is still
+    failed as pinned. The one place the TUI resets attempts."""
+    from durableagent.worker import reset_attempts
+
+    now = view_store(store, pin.run_id)
+    if now.last_seq != pin.last_seq or now.status != pin.status:
+        raise _changed(pin, f"it is now {now.status} at seq {now.last_seq}")
+    if now.status != RunStatus.FAILED:
+        raise DurableAgentError(f"run {pin.run_id} is {now.status}, not failed: nothing to retry")
+    reset_attempts(store, pin.run_id)
+    return f"{pin.run_id} will be retried by the next worker that looks (within a second)"
 
 
 def _changed(pin: Pin, now: str, written: int = 0) -> ChangedUnderneath:

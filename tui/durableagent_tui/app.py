@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from functools import partial
 from typing import ClassVar
@@ -24,12 +24,12 @@ from textual.widgets import DataTable, Footer, Input, Static
 from durableagent import RunStatus, RunView
 from durableagent.stores import Store
 
-from .actions import Decision, Pin, write_decision
+from .actions import Decision, Failures, Pin, failure_state, retry_failed, write_decision
 from .detail import RecordDetail
-from .dialogs import ApproveDialog, HelpScreen, ReconcileDialog
+from .dialogs import ApproveDialog, HelpScreen, ReconcileDialog, RetryDialog
 from .header import StoreHeader
 from .runs_table import RunsTable
-from .styles import LOOKS, RANK
+from .styles import LOOKS
 from .timeline import Timeline
 from .tracker import Changes, StoreTracker
 
@@ -50,14 +50,22 @@ class SupervisorApp(App[int]):
 
     CSS_PATH = "app.tcss"
     TITLE = "agentrun"
+    # An action the selected run does not offer is greyed out in the footer; its key then
+    # falls through to the hidden "unavailable" binding, which says why instead of nothing.
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help", id="help"),
         Binding("slash", "filter", "Filter", id="filter"),
         Binding("n", "next_human", "Next", id="next_human"),
         Binding("a", "approve", "Approve", id="approve"),
+        Binding("a", "unavailable('approve')", show=False, id="approve.unavailable"),
         Binding("r", "reconcile", "Reconcile", id="reconcile"),
+        Binding("r", "unavailable('reconcile')", show=False, id="reconcile.unavailable"),
+        Binding("R", "retry", "Retry", id="retry"),
+        Binding("R", "unavailable('retry')", show=False, id="retry.unavailable"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
         Binding("q", "quit", "Quit", id="quit"),
+        # Priority: a dialog (a modal screen) hides the app's other keys; this one still works.
+        Binding("ctrl+c", "quit_now", "Quit", show=False, priority=True, id="quit_now"),
     ]
 
     def __init__(
@@ -70,11 +78,13 @@ class SupervisorApp(App[int]):
         clock: Callable[[], float] = time.time,
         label: str | None = None,
         cursor_blink: bool = True,
+        hints: Mapping[str, str] | None = None,
     ) -> None:
         """``store`` is a Store, or a directory that becomes a FileStore once it exists;
         ``live=False`` loads once and never watches (tests); ``clock`` gives "now" for
         relative times; ``label`` replaces the store's name in the header;
-        ``cursor_blink=False`` keeps pictures stable."""
+        ``cursor_blink=False`` keeps pictures stable; ``hints`` maps a tool name to where a
+        human should check whether its write happened (shown when reconciling)."""
         super().__init__()
         self.cursor_blink = cursor_blink
         self.read_only = read_only
@@ -83,6 +93,7 @@ class SupervisorApp(App[int]):
         self.clock = clock
         where = store if isinstance(store, (str, os.PathLike)) else store_label(store)
         self.label = label if label is not None else str(where)
+        self.hints: Mapping[str, str] = dict(hints or {})
         self.tracker = StoreTracker(store)
         self.views: dict[str, RunView] = {}
         self.resumed: dict[str, int | None] = {}
@@ -269,6 +280,14 @@ class SupervisorApp(App[int]):
     def _run_selected(self) -> None:
         self.timeline.focus()
 
+    @on(Timeline.Back)
+    def _timeline_back(self) -> None:
+        self.table.focus()
+
+    @on(RecordDetail.Back)
+    def _detail_back(self) -> None:
+        self.timeline.focus()
+
     @on(DataTable.RowHighlighted, "#timeline")
     def _record_highlighted(self) -> None:
         self._show_detail()
@@ -341,15 +360,15 @@ class SupervisorApp(App[int]):
 
     def offers(self, action: str) -> bool | None:
         """Whether the main screen offers ``action`` now: False hidden, None greyed out."""
-        if action in ("approve", "reconcile"):
+        if action in _WANTS:
             if self.read_only:
                 return False
             view = self.selected
             if view is None:
                 return None
-            if action == "approve":
-                return True if view.status == RunStatus.AWAITING_APPROVAL else None
-            return True if view.status == RunStatus.INDETERMINATE else None
+            return True if view.status == _WANTS[action] else None
+        if action == "unavailable":
+            return not self.read_only
         if action == "next_human":
             return True if any(v.needs_human for v in self.views.values()) else None
         return True
@@ -358,15 +377,13 @@ class SupervisorApp(App[int]):
         self.push_screen(HelpScreen(self.read_only))
 
     def action_next_human(self) -> None:
-        """Jump to the run that has waited longest, attention order first; again for the next."""
-        queue = sorted(
-            (v for v in self.views.values() if v.needs_human and self._matches(v)),
-            key=lambda v: (RANK[v.status], v.last_activity or 0.0, v.run_id),
-        )
-        if not queue:
+        """Jump to the first run that needs a human, in the order the table shows; again for
+        the next one down (round to the top after the last)."""
+        views = self.views
+        ids = [rid for rid in self.table.shown() if rid in views and views[rid].needs_human]
+        if not ids:
             self.notify("No run needs a human.")
             return
-        ids = [v.run_id for v in queue]
         current = self.table.selected_run
         if self._last_jump is not None and current == self._last_jump and current in ids:
             target = ids[(ids.index(current) + 1) % len(ids)]
@@ -388,7 +405,47 @@ class SupervisorApp(App[int]):
             return
         if view.status != RunStatus.INDETERMINATE:
             return
-        self.push_screen(ReconcileDialog(view, self._act, now=self.clock()), self._written)
+        dialog = ReconcileDialog(view, self._act, now=self.clock(), hints=self.hints)
+        self.push_screen(dialog, self._written)
+
+    def action_retry(self) -> None:
+        view = self.selected
+        if self.read_only or view is None or view.status != RunStatus.FAILED:
+            return
+        self._open_retry(view)
+
+    @work(thread=True, exclusive=True, group="retry", exit_on_error=False)
+    def _open_retry(self, view: RunView) -> None:
+        # The failure count is a file read: off the event loop, then the dialog.
+        store = self.tracker.store
+        failures = failure_state(store, view) if store is not None else None
+        self.call_from_thread(self._show_retry, view, failures)
+
+    def _show_retry(self, view: RunView, failures: Failures | None) -> None:
+        if len(self.screen_stack) > 1:
+            return  # another dialog came up meanwhile
+        dialog = RetryDialog(view, self._retry, failures, now=self.clock())
+        self.push_screen(dialog, self._written)
+
+    def _retry(self, pin: Pin) -> str:
+        """Called in the retry dialog's thread worker."""
+        store = self.tracker.store
+        assert store is not None
+        return retry_failed(store, pin)
+
+    def action_unavailable(self, action: str) -> None:
+        """Say why a key did nothing: the selected run does not offer that action."""
+        view = self.selected
+        if view is None:
+            self.notify("No run is selected.", markup=False)
+            return
+        offer = {
+            RunStatus.AWAITING_APPROVAL: " (a approves or denies its calls)",
+            RunStatus.INDETERMINATE: " (r reconciles its open write)",
+            RunStatus.FAILED: " (R retries it)",
+        }.get(view.status, "")
+        word = LOOKS[view.status].word
+        self.notify(f"{view.run_id} has nothing to {action}: it is {word}{offer}.", markup=False)
 
     def _act(self, pin: Pin, decision: Decision) -> str:
         """Called in a dialog's thread worker: the only place the TUI writes."""
@@ -415,11 +472,40 @@ class SupervisorApp(App[int]):
             yield SystemCommand(
                 "Reconcile", "The run's indeterminate write (r)", self.action_reconcile
             )
+        if self.offers("retry"):
+            yield SystemCommand("Retry", "The failed run, as agentrun retry (R)", self.action_retry)
 
     def action_quit(self) -> None:  # type: ignore[override]
         self.exit(0)
 
+    def action_quit_now(self) -> None:
+        """ctrl+c quits from anywhere, a dialog included; with text selected it copies, as
+        Textual's ctrl+c would, so selecting a marker and copying it never quits."""
+        focused = self.focused
+        selected = focused.selected_text if isinstance(focused, Input) else None
+        selected = selected or self.screen.get_selected_text()
+        if selected:
+            self.copy_to_clipboard(selected)
+            return
+        self.exit(0)
 
+
+# The status a run must have for each action to apply to it.
+_WANTS = {
+    "approve": RunStatus.AWAITING_APPROVAL,
+    "reconcile": RunStatus.INDETERMINATE,
+    "retry": RunStatus.FAILED,
+}
 _MAIN_ACTIONS = frozenset(
-    {"help", "filter", "next_human", "approve", "reconcile", "clear_filter", "quit"}
+    {
+        "help",
+        "filter",
+        "next_human",
+        "approve",
+        "reconcile",
+        "retry",
+        "unavailable",
+        "clear_filter",
+        "quit",
+    }
 )

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from rich.console import Group, RenderableType
 from rich.highlighter import JSONHighlighter
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.widgets import Static
 
-from durableagent import Record, RunView
+from durableagent import Record, RunStatus, RunView
 
 from .styles import LOOKS, clock, status_text
 from .summaries import call_text, pretty
@@ -28,10 +32,21 @@ def record_renderable(record: Record) -> RenderableType:
 
 
 def run_renderable(view: RunView) -> RenderableType:
-    """What the run waits on, for a run with no record selected (or a corrupt one)."""
+    """What the run waits on, for a run with no record selected (or a corrupt or failed one):
+    the error whole, wrapped, never cut."""
     parts: list[RenderableType] = [Text.assemble(status_text(view.status), "  ", view.run_id)]
     if view.error:
         parts.append(Text(view.error, style=LOOKS[view.status].style))
+    if view.status == RunStatus.FAILED:
+        parts.append(Text(""))
+        parts.append(
+            Text.assemble(
+                ("R", "bold"),
+                " retries it now (as agentrun retry); workers also retry it with backoff "
+                "until it has failed too often.",
+                style="dim",
+            )
+        )
     for p in view.pending:
         parts.append(Text(f"pending {call_text(p.tool, p.arguments)}"))
     if view.indeterminate is not None:
@@ -51,6 +66,15 @@ class RecordDetail(VerticalScroll):
     RecordDetail { padding: 0 1; }
     RecordDetail > Static { width: 1fr; }
     """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back to the timeline", show=False, id="record.back")
+    ]
+
+    class Back(Message):
+        """The human asked to go back to the timeline."""
+
+    def action_back(self) -> None:
+        self.post_message(self.Back())
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(Text("select a run", style="dim"), id="detail-body")

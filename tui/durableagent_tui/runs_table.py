@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import ClassVar
 
 from rich.text import Text
+from textual.binding import BindingType
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from durableagent import RunView
 from durableagent.labels import ago
 
-from .styles import RANK, status_text
+from .row_keys import ROW_KEYS
+from .styles import LOOKS, RANK, status_text
 from .summaries import one_line, waiting_text
 
 COLUMNS = (
@@ -24,6 +28,10 @@ COLUMNS = (
 )
 
 Row = tuple[Text, Text, Text, Text, Text, Text]
+
+# Wide enough for every status word from the start: a run that turns indeterminate while the
+# screen is open must not show "✖ indeterm".
+STATUS_WIDTH = max(status_text(s).cell_len for s in LOOKS)
 
 
 def sort_key(view: RunView) -> tuple[int, float, str]:
@@ -45,7 +53,10 @@ def row_for(view: RunView, now: float) -> Row:
 
 class RunsTable(DataTable[Text]):
     """Runs by status group. ``sync`` adds, updates and removes rows by run id; it never
-    rebuilds the table."""
+    rebuilds the table. A cell that grows widens its column (a table sizes its columns by
+    the rows it was given, not by later updates)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = ROW_KEYS
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)  # type: ignore[arg-type]
@@ -54,7 +65,7 @@ class RunsTable(DataTable[Text]):
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:
-            self.add_column(label, key=key)
+            self.add_column(label, key=key, width=STATUS_WIDTH if key == "status" else None)
 
     @property
     def selected_run(self) -> str | None:
@@ -95,7 +106,7 @@ class RunsTable(DataTable[Text]):
                     continue
                 for (col, _), new_cell, old_cell in zip(COLUMNS, row, old, strict=True):
                     if new_cell != old_cell:
-                        self.update_cell(rid, col, new_cell)
+                        self._update(rid, col, new_cell)
                 if self._keys[rid] != key:
                     self._keys[rid] = key
                     resort = resort or not self._in_place(rid, key)
@@ -113,8 +124,20 @@ class RunsTable(DataTable[Text]):
                 continue
             cell = Text(ago(view.last_activity, now), style="dim")
             if cell != old[4]:
-                self.update_cell(rid, "last", cell)
+                self._update(rid, "last", cell)
                 self._rows[rid] = (*old[:4], cell, old[5])
+
+    def _update(self, rid: str, col: str, cell: Text) -> None:
+        """Update a cell; widen its column only when the cell no longer fits. (Asking the table
+        to re-measure on every update would measure the whole column when a cell shrinks.)"""
+        column = self.columns[ColumnKey(col)]
+        grow = column.auto_width and cell.cell_len > column.content_width
+        if grow:
+            # Widen first: the table caches drawn lines by its update count, not by column
+            # widths, so a width set after the update (update_width alone does it when idle)
+            # can leave the row drawn at the old width until something else changes.
+            column.content_width = cell.cell_len
+        self.update_cell(rid, col, cell, update_width=grow)
 
     def _in_place(self, rid: str, key: tuple[int, float, str]) -> bool:
         """True when the row still sorts between its neighbours: no need to sort 10,000 rows

@@ -20,12 +20,17 @@ from durableagent import (
     ToolCall,
     marker_for,
 )
+from durableagent.worker import Attempts
 
 # 2026-01-15 09:00:00 UTC; NOW is 10 minutes after the last record.
 T0 = 1_768_467_600.0
 NOW = T0 + 3600.0
 INPUT = "I need access to the billing dashboard."
 MARKUP_ARGS = {"summary": "[/oops] [link=x]click[/link] [bold red]loud", "queue": "[IT]"}
+MARKUP_SAYS = "Filing it with [IT] as [b]urgent[/b]."
+# Where to check whether a create_ticket happened (the app's ``hints``; a tool's, later).
+HINTS = {"create_ticket": "search the ticket system for the requester's name"}
+REFUND_ERROR = "model call failed: 503 Service Unavailable"
 
 
 class JournalWriter:
@@ -46,8 +51,8 @@ class JournalWriter:
         self.add("step.started", f"llm/{turn}", "model")
         self.add("step.completed", f"llm/{turn}", "model", reply.to_dict())
 
-    def asks(self, turn: int, *calls: ToolCall) -> list[Pending]:
-        self.model(turn, Message("assistant", tool_calls=calls))
+    def asks(self, turn: int, *calls: ToolCall, says: str = "") -> list[Pending]:
+        self.model(turn, Message("assistant", says, tool_calls=calls))
         out = []
         for i, c in enumerate(calls):
             step = f"tool/{turn}/{i}/{c.name}"
@@ -110,7 +115,11 @@ def build_sample_store(root: Path, *, corrupt: bool = True, markup: bool = True)
     j = JournalWriter(store, "refund-1041", T0 + 1200)
     j.start("Refund my last invoice.")
     j.add("step.started", "llm/1", "model")
-    j.outcome(Status.FAILED, error="model call failed: 503 Service Unavailable")
+    j.outcome(Status.FAILED, error=REFUND_ERROR)
+    # What a worker records after two failed attempts (its own file today; the store's later).
+    store.write_failures(
+        "refund-1041", Attempts(2, 0, j.at, f"ServerError: {REFUND_ERROR}").__dict__
+    )
 
     j = JournalWriter(store, "wifi-1046", T0 + 2400)
     j.start("Guest wifi for the visitors.")
@@ -127,7 +136,7 @@ def build_sample_store(root: Path, *, corrupt: bool = True, markup: bool = True)
         j = JournalWriter(store, "markup-1048", T0 + 1800)
         j.start("[bold]escalate[/bold] this")
         _lookup(j)
-        pending = j.asks(2, ToolCall("c2", "create_ticket", dict(MARKUP_ARGS)))
+        pending = j.asks(2, ToolCall("c2", "create_ticket", dict(MARKUP_ARGS)), says=MARKUP_SAYS)
         j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
 
     if corrupt:

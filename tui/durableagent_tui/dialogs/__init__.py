@@ -1,0 +1,21 @@
+"""Modal dialogs, one per file; each returns its value through ``dismiss``."""
+
+from __future__ import annotations
+
+from .approve import ApproveDialog
+from .base import Act, ActingDialog, login_name
+from .confirm import ConfirmDialog
+from .help import HelpScreen
+from .reconcile import ReconcileDialog
+from .retry import RetryDialog
+
+__all__ = [
+    "Act",
+    "ActingDialog",
+    "ApproveDialog",
+    "ConfirmDialog",
+    "HelpScreen",
+    "ReconcileDialog",
+    "RetryDialog",
+    "login_name",
+]

@@ -1,0 +1,67 @@
+"""The keys and what the statuses mean: every key that acts is named here."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+HELP = """\
+Runs needing a human come first (corrupt, indeterminate,
+awaiting approval, failed), then running, ready, completed;
+newest activity first within a group.
+
+  n          the next run needing a human, in table order
+  a          approve or deny the run's pending calls
+  r          reconcile its indeterminate write
+  R          retry a failed run now (agentrun retry; asks)
+  enter      open the run's timeline
+  esc        back: record → timeline → runs; clears a filter
+  j k ↓ ↑    move in a table
+  g G        first / last row (home / end too)
+  tab        next pane: runs, timeline, record
+  /          filter by run id or status
+  ctrl+p     command palette (the same actions)
+  ?          this help
+  q  ctrl+c  quit
+
+Approve dialog: enter or a click only selects a call.
+  y approve it · A approve all · d deny it: type why,
+  enter sends · tab the reason box (goes with y, d, A)
+  esc close
+Reconcile dialog: type the result you found, enter
+  records it as done; shift+tab to the choices: retry
+  asks again (y retries, enter does not) · esc cancel
+
+⊘ corrupt  ✖ indeterminate  ▲ awaiting  ✗ failed
+● running  ○ ready  ✓ completed
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """The keys and what the statuses mean."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,q", "close", "Close", id="help.close")
+    ]
+
+    def __init__(self, read_only: bool = False) -> None:
+        super().__init__()
+        self.read_only = read_only
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="dialog", classes="help"):
+            yield Label(Text("agentrun tui — keys", style="bold"))
+            text = HELP
+            if self.read_only:
+                text += "\nRead-only: approve, deny, reconcile and retry are hidden.\n"
+            yield Static(Text(text))
+            yield Static(Text("esc close", style="dim"), classes="keys")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
