@@ -185,7 +185,8 @@ class FileStore:
         return f"{self._prefix}{check_run_id(run_id)}.jsonl"
 
     def close(self) -> None:
-        """Nothing to close: every file is opened per call."""
+        """Close the summary index's files (every other file is opened per call)."""
+        self._index.close()
 
     # -- reading -----------------------------------------------------------------------------
 

@@ -166,27 +166,58 @@ def summary_of(row: Row, leased: bool) -> Summary:
 
 class SummaryIndex:
     """The index log. Writers append under a shared lock, a compacting reader takes it
-    exclusive, so no row lands in a log being replaced."""
+    exclusive, so no row lands in a log being replaced. A writer keeps the folder, the lock
+    and the log open between appends (an append is on every journal append's path); it
+    reopens the log when a compaction replaced it."""
 
     def __init__(self, sdir: StoreDir) -> None:
         self.sdir = sdir
         self._mutex = threading.Lock()  # flock is per open file, not per thread
+        self._dfd: int | None = None
+        self._lock: int | None = None
+        self._log: int | None = None
+        self._log_id: tuple[int, int] = (0, 0)
+
+    def _open(self) -> tuple[int, int]:
+        """The folder and lock fds (opened once, without following symlinks)."""
+        if self._dfd is None or self._lock is None:
+            self.close()
+            with self.sdir.folder(SUMMARIES_DIR, create=True) as dfd:
+                assert dfd is not None
+                self._dfd = os.dup(dfd)
+            self._lock = self.sdir.open_regular(_LOCK, O_WRITE | os.O_CREAT, dir_fd=self._dfd)
+        return self._dfd, self._lock
 
     def add(self, rows: list[Row]) -> None:
         """Append rows (no fsync: the index is rebuilt from the journals when behind)."""
         data = b"".join((_dumps(r) + "\n").encode() for r in rows)
-        with self._mutex, self.sdir.folder(SUMMARIES_DIR, create=True) as dfd:
-            assert dfd is not None
-            lock = self.sdir.open_regular(_LOCK, O_WRITE | os.O_CREAT, dir_fd=dfd)
+        with self._mutex:
+            dfd, lock = self._open()
+            fcntl.flock(lock, fcntl.LOCK_SH)
             try:
-                fcntl.flock(lock, fcntl.LOCK_SH)
-                log = self.sdir.open_regular(_INDEX, O_WRITE | os.O_CREAT | os.O_APPEND, dir_fd=dfd)
-                try:
-                    write_all(log, data)
-                finally:
-                    os.close(log)
+                st = os.stat(_INDEX, dir_fd=dfd, follow_symlinks=False) if self._log else None
+                if self._log is None or st is None or (st.st_dev, st.st_ino) != self._log_id:
+                    if self._log is not None:
+                        os.close(self._log)
+                        self._log = None
+                    flags = O_WRITE | os.O_CREAT | os.O_APPEND
+                    self._log = self.sdir.open_regular(_INDEX, flags, dir_fd=dfd)
+                    now = os.fstat(self._log)
+                    self._log_id = (now.st_dev, now.st_ino)
+                write_all(self._log, data)
+            except FileNotFoundError:
+                self.close()  # the folder went away: open it all again next time
+                raise
             finally:
-                os.close(lock)
+                with contextlib.suppress(OSError):
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        for fd in (self._log, self._lock, self._dfd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._dfd = self._lock = self._log = None
 
     def read(self) -> tuple[dict[str, Row], int]:
         """The last row of each run, and how many rows the log holds."""

@@ -47,21 +47,21 @@ class StoreDir:
         """Open a file that must be a regular file (``path`` relative to ``dir_fd`` when
         given, a folder of the root); FileNotFoundError passes through, every other problem
         is a StoreError naming the file."""
-        shown = path if dir_fd is None else fd_path(dir_fd, path)
         try:
             fd = os.open(path, flags, mode, dir_fd=dir_fd)
         except FileNotFoundError:
             raise
         except OSError as e:
-            raise self.open_error(shown, e) from None
+            raise self.open_error(_shown(path, dir_fd), e) from None
         try:
             kind = stat.S_IFMT(os.fstat(fd).st_mode)
         except OSError as e:
             os.close(fd)
-            raise self.open_error(shown, e) from None
+            raise self.open_error(_shown(path, dir_fd), e) from None
         if kind != stat.S_IFREG:
             os.close(fd)
             what = KINDS.get(kind, "not a regular file")
+            shown = _shown(path, dir_fd)
             raise StoreError(f"{shown} is {what}, not a store file: move it out of the store")
         return fd
 
@@ -248,6 +248,10 @@ def count_lines(fd: int, upto: int) -> int:
 def truncate_quietly(fd: int, size: int) -> None:
     with suppress(OSError):
         os.ftruncate(fd, size)
+
+
+def _shown(path: str, dir_fd: int | None) -> str:
+    return path if dir_fd is None else fd_path(dir_fd, path)
 
 
 def fd_path(dir_fd: int, name: str) -> str:
