@@ -263,6 +263,7 @@ def test_a_worker_on_a_store_it_cannot_write_backs_off_and_says_so_once_per_step
 ):
     store = FileStore(tiny_fs / "runs")
     ask(store, "r")
+    store.close()  # a file open for writing would keep the remount from happening
     if how == "read-only":
         subprocess.run(["mount", "-o", "remount,ro", str(tiny_fs)], check=True)
     else:
