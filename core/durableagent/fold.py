@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from .gate import Pending
 from .outcome import Outcome, Status
-from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
+from .record import RUN_COMPLETED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
 
-PREVIEW = 200  # characters of the input and the answer kept for a listing
+PREVIEW = 80  # characters of the answer kept for a listing (ls --json)
 
 
 class RunStatus(enum.StrEnum):
@@ -52,7 +52,6 @@ class Fold:
     signals: int = 0
     completed: bool = False
     answer: str = ""
-    input: str = ""
     open: dict[str, list[Any]] = field(default_factory=dict)
     decided: set[str] = field(default_factory=set)
     finished: set[str] = field(default_factory=set)  # steps with a result, while few
@@ -93,11 +92,6 @@ class Fold:
             msg = data.get("message")
             content = msg.get("content") if isinstance(msg, dict) else None
             self.answer = content[:PREVIEW] if isinstance(content, str) else ""
-        elif t == RUN_STARTED:
-            given = data.get("input")
-            first = given[0] if isinstance(given, list) and given else None
-            content = first.get("content") if isinstance(first, dict) else None
-            self.input = content[:PREVIEW] if isinstance(content, str) else ""
 
     @property
     def indeterminate(self) -> str | None:
@@ -150,7 +144,6 @@ class Fold:
             "signals": self.signals,
             "completed": self.completed,
             "answer": self.answer,
-            "input": self.input,
             "open": self.open,
             "decided": sorted(self.decided),
         }
@@ -166,7 +159,6 @@ class Fold:
             signals=int(d.get("signals") or 0),
             completed=bool(d["completed"]),
             answer=str(d.get("answer") or ""),
-            input=str(d.get("input") or ""),
             open={str(k): list(v) for k, v in dict(d.get("open") or {}).items()},
             decided=set(d.get("decided") or ()),
         )
@@ -180,10 +172,10 @@ def fold(records: list[Record]) -> Fold:
     return f
 
 
-@dataclass(frozen=True)
-class Summary:
+class Summary(NamedTuple):
     """One run's status line, what ``agentrun ls`` prints and the TUI's table shows: kept by
-    the store at each append, so that listing a store reads no journal whole."""
+    the store at each append, so that listing a store reads no journal whole. (A named tuple:
+    a listing makes 100,000 of them, five times faster than a frozen dataclass.)"""
 
     run_id: str
     status: RunStatus
@@ -194,8 +186,7 @@ class Summary:
     last_seq: int = 0
     waiting_on: str = ""
     error: str = ""
-    input: str = ""
-    answer: str = ""
+    answer: str = ""  # the final answer's first 80 characters
     leased: bool = False
     pending: tuple[Pending, ...] = ()
     indeterminate: str | None = None
@@ -219,7 +210,6 @@ def summarize(run_id: str, f: Fold, outcome: Outcome | None, leased: bool = Fals
         last_seq=f.last_seq,
         waiting_on=f.waiting_on(status, outcome),
         error=outcome.error if status == RunStatus.FAILED and outcome is not None else "",
-        input=f.input,
         answer=f.answer,
         leased=leased,
         pending=tuple(f.pending(outcome)) if status == RunStatus.AWAITING_APPROVAL else (),

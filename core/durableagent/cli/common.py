@@ -133,6 +133,8 @@ def clean(text: object) -> str:
 
 def one_line(text: object, width: int = 72) -> str:
     """``text`` on one line, cut to ``width`` characters."""
+    if type(text) is str and len(text) <= width and text.isprintable():
+        return text
     s = clean(str(text).replace("\n", " "))
     return s if len(s) <= width else s[: width - 1] + "…"
 

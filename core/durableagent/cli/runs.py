@@ -110,7 +110,6 @@ def summary_dict(s: Summary) -> dict[str, Any]:
         else {"step": s.indeterminate, "tool": step_tool_name(s.indeterminate)},
         "answer": None if not s.answer else {"role": "assistant", "content": s.answer},
         "leased": s.leased,
-        "input_preview": s.input,
     }
     return versioned(d)
 
@@ -140,22 +139,23 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print(f"no runs in {describe(store)}" + (" with that status" if args.status else ""))
         return 0
     now = time.time()
+    words = {status: status_word(status) for status in RunStatus}
     rows = [("STATUS", "RUN", "STEPS", "MODEL CALLS", "WAITING ON", "LAST ACTIVITY")]
-    for s in runs:
-        rows.append(
-            (
-                status_word(s.status),
-                s.run_id,
-                str(s.steps),
-                str(s.model_calls),
-                one_line(s.waiting_on, 60) or "-",
-                ago(s.last_activity, now),
-            )
+    rows += [
+        (
+            words[s.status],
+            s.run_id,
+            str(s.steps),
+            str(s.model_calls),
+            one_line(s.waiting_on, 60) if s.waiting_on else "-",
+            ago(s.last_activity, now),
         )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    out = sys.stdout
-    for r in rows:
-        out.write("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() + "\n")
+        for s in runs
+    ]
+    # One format per row (100,000 rows is a normal store): the widths first, then the lines.
+    widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    sys.stdout.write("\n".join(line.format(*r).rstrip() for r in rows) + "\n")
     return 0
 
 

@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -168,6 +169,7 @@ class FileStore:
         self._folds: OrderedDict[str, tuple[tuple[int, int], Fold, Outcome | None]] = OrderedDict()
         self._folds_lock = threading.Lock()
         self._tails: dict[str, tuple[int, int, int]] = {}  # load_since: run -> (seq, offset, ino)
+        self._marks: dict[str, tuple[int, int, int]] = {}  # append: run -> (seq, offset, ino)
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.root)!r})"
@@ -280,21 +282,29 @@ class FileStore:
             line = _encode(record, 1)
             if self._create(path, line):
                 stored = _stored(record, 1)
-                stamp = self._journal_stamps(only=run_id).get(run_id, [len(line), 0])
+                stamp = self._stamps([run_id]).get(run_id, "")
                 self._note_append(run_id, stored, stamp, [])
                 return stored
             # Another process created the journal meanwhile: append to it as usual.
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            size = st.st_size
             records: list[Record] | None = None
             if check is not None:
-                data = pread_all(fd, size, 0)
-                lines, good = split_journal(data)
-                records = parse_lines(run_id, lines)
-                check(records[since:] if since else records)
-                last = records[-1].seq if records else 0
-                newline = good > 0 and data[good - 1 : good] != b"\n"
+                # Parse from this process's last append when the check needs no earlier
+                # record (a worker's check before each tool call: no re-read of the whole run).
+                seq0, start, ino = self._marks.get(run_id, (0, 0, -1))
+                if ino != st.st_ino or start > size or seq0 > since:
+                    seq0, start = 0, 0
+                data = pread_all(fd, size - start, start)
+                lines, rel = split_journal(data)
+                tail = parse_lines(run_id, lines, seq0 + 1, seq0 + 1)
+                records = tail if start == 0 else None
+                check([r for r in tail if r.seq > since] if since else tail)
+                last = tail[-1].seq if tail else seq0
+                good = start + rel
+                newline = rel > 0 and data[rel - 1 : rel] != b"\n"
             else:
                 good, last, newline = self._last_seq(run_id, fd, size)
             _fence(lease)
@@ -313,6 +323,9 @@ class FileStore:
                         "reload the run from disk, do not retry the append"
                     ) from None
             stored = _stored(record, last + 1)
+            self._marks[run_id] = (last + 1, good + len(line), st.st_ino)
+            if len(self._marks) > _FOLDS:
+                self._marks.pop(next(iter(self._marks)))
             self._note_append(run_id, stored, _stamp(os.fstat(fd)), records, before=good)
         finally:
             os.close(fd)
@@ -400,7 +413,7 @@ class FileStore:
         self,
         run_id: str,
         stored: Record,
-        stamp: list[int],
+        stamp: str,
         records: list[Record] | None,
         *,
         before: int = 0,
@@ -419,7 +432,7 @@ class FileStore:
                 for r in [*records, stored] if records is not None else self.load(run_id):
                     f.add(r)
                 outcome = self.last_outcome(run_id)
-            self._remember(run_id, (stamp[0], attempts), f, outcome)
+            self._remember(run_id, (_size(stamp), attempts), f, outcome)
             self._index.add([row_of(summarize(run_id, f, outcome), stamp)])
 
     def _remember(
@@ -442,12 +455,31 @@ class FileStore:
         """Every run's status line. Reads the index, one directory listing and the held
         leases; rebuilds (and re-indexes) only the runs whose row is missing or behind."""
         rows, count = self._index.read()
-        journals = self._journal_stamps()
+        listed = rows.pop(file_logs.LISTING, None)
+        # The root's mtime moves only when a journal is created or removed (appends do not):
+        # unchanged since the last full listing, the index already names every run.
+        root_mtime = os.stat(self.root).st_mtime_ns
         fresh = []
-        for run_id, stamp in journals.items():
+        if listed is not None and listed[1] == file_logs.stamp_of(root_mtime, 0):
+            journals = {i: file_logs.is_regular(row) for i, row in rows.items()}
+        else:
+            journals = self._journal_names()
+            fresh.append(file_logs.listing_row(root_mtime))
+        # A completed run's journal never changes again (signals are refused, run() returns
+        # its answer): its row needs no stat. Every other row is checked against its journal.
+        unsettled = [
+            i
+            for i, regular in journals.items()
+            if not regular or (row := rows.get(i)) is None or row[2] != "completed"
+        ]
+        with_attempts: set[str] | None = None
+        for run_id, stamp in self._stamps(unsettled).items():
             row = rows.get(run_id)
             if row is None or row[1] != stamp:
-                rows[run_id] = row = self._rebuild(run_id, stamp)
+                if with_attempts is None:  # one listing, not a failed open per new run
+                    with_attempts = set(self.dir.listing(ATTEMPTS_DIR, ".jsonl"))
+                    with_attempts |= set(self.dir.listing(OUTCOMES_DIR, ".json"))
+                rows[run_id] = row = self._rebuild(run_id, stamp, run_id in with_attempts)
                 fresh.append(row)
         if fresh:
             with suppress(OSError, DurableAgentError):
@@ -456,19 +488,20 @@ class FileStore:
             with suppress(OSError, DurableAgentError):
                 self._index.compact()
         held = self._held_leases()
-        return [summary_of(rows[i], i in held) for i in sorted(journals)]
+        return [summary_of(rows[i], i in held) for i in sorted(journals) if i in rows]
 
     def summary(self, run_id: str) -> Summary | None:
         """One run's status line (from its journal: a single run is cheap to fold)."""
         check_run_id(run_id)
-        stamp = self._journal_stamps(only=run_id).get(run_id)
+        stamp = self._stamps([run_id]).get(run_id)
         if stamp is None:
             return None
         return summary_of(self._rebuild(run_id, stamp), self.is_leased(run_id))
 
-    def _rebuild(self, run_id: str, stamp: list[int]) -> file_logs.Row:
-        """A fresh index row for the run, from its journal."""
-        if stamp[0] < 0:
+    def _rebuild(self, run_id: str, stamp: str, attempts: bool = True) -> file_logs.Row:
+        """A fresh index row for the run, from its journal (``attempts``: whether it may
+        have an attempt log to read its last outcome from)."""
+        if stamp == _IRREGULAR:
             return _corrupt_row(run_id, stamp, self._why_not_regular(run_id))
         try:
             records = self.load(run_id)
@@ -477,32 +510,36 @@ class FileStore:
         f = Fold()
         for r in records:
             f.add(r)
-        outcome = self.last_outcome(run_id)
-        self._remember(run_id, (stamp[0], self._attempts_size(run_id)), f, outcome)
+        outcome = self.last_outcome(run_id) if attempts else None
+        self._remember(run_id, (_size(stamp), self._attempts_size(run_id)), f, outcome)
         return row_of(summarize(run_id, f, outcome), stamp)
 
-    def _journal_stamps(self, only: str | None = None) -> dict[str, list[int]]:
-        """``{run: [journal size, mtime ns]}``; [-1, 0] for an entry that is not a regular
-        file. An index row made at another stamp is behind its journal."""
-        out: dict[str, list[int]] = {}
+    def _journal_names(self) -> dict[str, bool]:
+        """``{run: whether its journal is a regular file}`` (one listing, no stat)."""
+        out: dict[str, bool] = {}
         try:
             with os.scandir(self.root) as entries:
                 for e in entries:
                     name = e.name
-                    if not name.endswith(".jsonl") or (only and name != f"{only}.jsonl"):
-                        continue
-                    run_id = name[:-6]
-                    if not valid_run_id(run_id):
-                        continue
-                    try:
-                        regular = e.is_file(follow_symlinks=False)
-                        out[run_id] = _stamp(e.stat(follow_symlinks=False)) if regular else [-1, 0]
-                    except OSError:
-                        continue
+                    if name.endswith(".jsonl") and valid_run_id(run_id := name[:-6]):
+                        out[run_id] = e.is_file(follow_symlinks=False)
         except FileNotFoundError:
             return {}
         except OSError as e:
             raise StoreError(f"cannot list the store {self.root}: {e.strerror}") from None
+        return out
+
+    def _stamps(self, run_ids: list[str]) -> dict[str, str]:
+        """``{run: "size:mtime_ns"}`` (the journal's stamp), "-1:0" for one that is not a regular
+        file; a journal gone meanwhile is left out."""
+        out: dict[str, str] = {}
+        prefix = self._prefix
+        for run_id in run_ids:
+            try:
+                st = os.stat(f"{prefix}{run_id}.jsonl", follow_symlinks=False)
+            except OSError:
+                continue
+            out[run_id] = _stamp(st) if stat.S_ISREG(st.st_mode) else _IRREGULAR
         return out
 
     def _why_not_regular(self, run_id: str) -> str:
@@ -693,7 +730,7 @@ class FileStore:
         lock = self._journal_lock(run_id)  # a summary row must not race a signal's
         try:
             self.dir.append_line(ATTEMPTS_DIR, f"{run_id}.jsonl", line, sync=True)
-            stamp = self._journal_stamps(only=run_id).get(run_id)
+            stamp = self._stamps([run_id]).get(run_id)
             if stamp is not None and lock is not None:
                 with suppress(OSError, DurableAgentError):
                     self._index.add([self._rebuild(run_id, stamp)])
@@ -820,12 +857,19 @@ def _fence(lease: Lease | None) -> None:
         raise LeaseLostError(lease.run_id, lease.epoch)
 
 
-def _corrupt_row(run_id: str, stamp: list[int], error: str) -> file_logs.Row:
+def _corrupt_row(run_id: str, stamp: str, error: str) -> file_logs.Row:
     return row_of(corrupt_summary(run_id, error), stamp)
 
 
-def _stamp(st: os.stat_result) -> list[int]:
-    return [st.st_size, st.st_mtime_ns]
+def _stamp(st: os.stat_result) -> str:
+    return file_logs.stamp_of(st.st_size, st.st_mtime_ns)
+
+
+_IRREGULAR = file_logs.stamp_of(-1, 0)
+
+
+def _size(stamp: str) -> int:
+    return int(stamp.partition(":")[0] or 0)
 
 
 def _same_file(fd: int, name: str, dfd: int) -> bool:

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import threading
 from typing import Any
 
@@ -117,51 +118,119 @@ def last_outcome(data: bytes | None) -> Outcome | None:
 
 # -- the summaries index ----------------------------------------------------------------------
 
-Row = list[Any]  # [run_id, [journal size, mtime ns], Summary fields as stored ...]
+# A row is one line of tab-separated fields (text fields escaped): a listing reads 100,000 of
+# them, and splitting lines is three times faster than parsing JSON.
+#   run_id, stamp ("size:mtime_ns" of the journal), status, steps, model_calls, started_at,
+#   last_activity, last_seq, waiting_on, error, answer, pending (JSON), indeterminate, signals
+Row = list[str]
+_FIELDS = 14
+_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_UNESCAPE = re.compile(r"\\(.)")
+_UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
 
 
-def row_of(summary: Summary, stamp: list[int]) -> Row:
+def _esc(text: str | None) -> str:
+    if not text:
+        return ""
+    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
+        return "".join(_ESCAPES.get(c, c) for c in text)
+    return text
+
+
+def _unesc(field: str) -> str:
+    if "\\" not in field:
+        return field
+    return _UNESCAPE.sub(lambda m: _UNESCAPES.get(m.group(1), m.group(1)), field)
+
+
+def _num(value: float | None) -> str:
+    return "" if value is None else repr(value)
+
+
+def stamp_of(size: int, mtime_ns: int) -> str:
+    """A journal's stamp as rows record it: a row at another stamp is behind its journal."""
+    return f"{size}:{mtime_ns}"
+
+
+def row_of(summary: Summary, stamp: str) -> Row:
     """A summary as an index row (the status as if the lease were free)."""
+    pending = json.dumps([p.to_dict() for p in summary.pending]) if summary.pending else ""
     return [
         summary.run_id,
         stamp,
         str(summary.status),
-        summary.steps,
-        summary.model_calls,
-        summary.started_at,
-        summary.last_activity,
-        summary.last_seq,
-        summary.waiting_on,
-        summary.error,
-        summary.input,
-        summary.answer,
-        [p.to_dict() for p in summary.pending],
-        summary.indeterminate,
-        summary.signals,
+        str(summary.steps),
+        str(summary.model_calls),
+        _num(summary.started_at),
+        _num(summary.last_activity),
+        str(summary.last_seq),
+        _esc(summary.waiting_on),
+        _esc(summary.error),
+        _esc(summary.answer),
+        pending,
+        _esc(summary.indeterminate),
+        str(summary.signals),
     ]
+
+
+LISTING = ""  # the row that records the root's mtime at the last full listing
+
+
+def listing_row(root_mtime: int) -> Row:
+    """The index row saying the index named every run when the root had this mtime."""
+    return [
+        LISTING,
+        stamp_of(root_mtime, 0),
+        "ready",
+        "0",
+        "0",
+        "",
+        "",
+        "0",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "0",
+    ]
+
+
+def is_regular(row: Row) -> bool:
+    """False for the row of a journal that is not a regular file."""
+    return not row[1].startswith("-")
+
+
+_STATUS = {str(s): s for s in RunStatus}
+_SETTLED = (RunStatus.COMPLETED, RunStatus.CORRUPT)
+
+
+_new = tuple.__new__  # a listing turns 100,000 rows into summaries: no per-field defaults
 
 
 def summary_of(row: Row, leased: bool) -> Summary:
     """An index row as a summary, given whether the run's lease is held now."""
-    status = RunStatus(row[2])
-    running = leased and status not in (RunStatus.COMPLETED, RunStatus.CORRUPT)
-    return Summary(
-        run_id=row[0],
-        status=RunStatus.RUNNING if running else status,
-        steps=row[3],
-        model_calls=row[4],
-        started_at=row[5],
-        last_activity=row[6],
-        last_seq=row[7],
-        waiting_on="" if running else row[8],
-        error="" if running else row[9],
-        input=row[10],
-        answer=row[11],
-        leased=leased,
-        pending=() if running else tuple(Pending.from_dict(p) for p in row[12]),
-        indeterminate=None if running else row[13],
-        signals=row[14],
-    )
+    status = _STATUS[row[2]]
+    started = float(row[5]) if row[5] else None
+    last = float(row[6]) if row[6] else None
+    if leased and status not in _SETTLED:
+        fields: tuple[Any, ...] = (
+            row[0], RunStatus.RUNNING, int(row[3]), int(row[4]), started, last, int(row[7]),
+            "", "", _unesc(row[10]), True, (), None, int(row[13]),
+        )  # fmt: skip
+    else:
+        pending = tuple(Pending.from_dict(p) for p in json.loads(row[11])) if row[11] else ()
+        fields = (
+            row[0], status, int(row[3]), int(row[4]), started, last, int(row[7]),
+            _unesc(row[8]), _unesc(row[9]), _unesc(row[10]), leased, pending,
+            _unesc(row[12]) or None, int(row[13]),
+        )  # fmt: skip
+    summary: Summary = _new(Summary, fields)
+    return summary
+
+
+def _line(row: Row) -> bytes:
+    return ("\t".join(row) + "\n").encode()
 
 
 class SummaryIndex:
@@ -190,7 +259,7 @@ class SummaryIndex:
 
     def add(self, rows: list[Row]) -> None:
         """Append rows (no fsync: the index is rebuilt from the journals when behind)."""
-        data = b"".join((_dumps(r) + "\n").encode() for r in rows)
+        data = b"".join(map(_line, rows))
         with self._mutex:
             dfd, lock = self._open()
             fcntl.flock(lock, fcntl.LOCK_SH)
@@ -240,7 +309,7 @@ class SummaryIndex:
                 finally:
                     os.close(log)
                 rows, _ = _rows(data)
-                body = b"".join((_dumps(r) + "\n").encode() for r in rows.values())
+                body = b"".join(map(_line, rows.values()))
                 with contextlib.suppress(OSError):  # a full disk keeps the long log
                     replace_in(dfd, _INDEX, body)
             finally:
@@ -248,13 +317,13 @@ class SummaryIndex:
 
 
 def _rows(data: bytes) -> tuple[dict[str, Row], int]:
-    body = data[: data.rfind(b"\n") + 1]
-    try:  # one parse of the whole log is twice as fast as a parse per line
-        values = json.loads(b"[" + body[:-1].replace(b"\n", b",") + b"]") if body else []
-    except ValueError:
-        values = _lines(body)  # a damaged row: skip just that one
+    """The last row of each run in an index log, and how many rows it holds (a torn last line
+    and rows of another shape are skipped)."""
+    lines = data.decode("utf-8", "replace").split("\n")
+    lines.pop()  # after the last newline: empty, or torn
     rows: dict[str, Row] = {}
-    for row in values:
-        if isinstance(row, list) and len(row) >= 15 and isinstance(row[0], str):
+    for line in lines:
+        row = line.split("\t")
+        if len(row) == _FIELDS:
             rows[row[0]] = row
-    return rows, len(values)
+    return rows, len(lines)
