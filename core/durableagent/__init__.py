@@ -10,6 +10,7 @@ from .errors import (
     CorruptJournalError,
     DurabilityError,
     DurableAgentError,
+    ForkError,
     IndeterminateError,
     InputMismatchError,
     InvalidRunIdError,
@@ -23,9 +24,11 @@ from .errors import (
     StoreError,
 )
 from .fold import NEEDS_HUMAN, Fold, RunStatus
+from .fork import ForkPlan, fork, fork_points, forks_of, plan_fork
 from .gate import Pending, PolicyGate, marker_for, marker_step
 from .ids import check_run_id, valid_run_id
 from .journal import Journal, Reconcile
+from .lineage import ForkedFrom, forked_from
 from .loop import AgentConfig, LoopOutcome, PlainRunner, StepRunner, run_loop
 from .messages import Message, StepKind, ToolCall, model_step, step_tool_name, tool_step
 from .model import Model, ScriptedModel
@@ -60,6 +63,9 @@ __all__ = [
     "DurableAgentError",
     "FileStore",
     "Fold",
+    "ForkError",
+    "ForkPlan",
+    "ForkedFrom",
     "IndeterminateError",
     "InputMismatchError",
     "InvalidRunIdError",
@@ -96,10 +102,15 @@ __all__ = [
     "ToolCall",
     "Worker",
     "check_run_id",
+    "fork",
+    "fork_points",
+    "forked_from",
+    "forks_of",
     "marker_for",
     "marker_step",
     "model_step",
     "open_store",
+    "plan_fork",
     "run",
     "run_loop",
     "signal",
