@@ -77,10 +77,6 @@ def fork(
     Running the same fork again after it was cut short finishes it."""
     check_run_id(run_id)
     check_run_id(new_run_id)
-    if signals not in (KEEP, DROP):
-        raise ValueError(f"signals must be {KEEP!r} or {DROP!r}, not {signals!r}")
-    if new_run_id == run_id:
-        raise ForkError(run_id, "a fork needs a new run id, not the id of the run it forks")
     plan = plan_fork(
         store.load(run_id),
         run_id,
@@ -105,6 +101,12 @@ def plan_fork(
 ) -> ForkPlan:
     """What forking ``records`` (the journal of ``run_id``) at ``at_step`` would write. Pure:
     no I/O. Raises ForkError for an unknown step or an open write before it."""
+    check_run_id(run_id)
+    check_run_id(new_run_id)
+    if signals not in (KEEP, DROP):
+        raise ValueError(f"signals must be {KEEP!r} or {DROP!r}, not {signals!r}")
+    if new_run_id == run_id:
+        raise ForkError(run_id, "a fork needs a new run id, not the id of the run it forks")
     if not records:
         raise RunNotFoundError(run_id)
     first = records[0]
