@@ -121,7 +121,7 @@ def plan_fork(
         raise ForkError(run_id, f"run {run_id!r} is {gap}; finish it before forking it")
     cut = _cut(records, run_id, at_step)
     before = [r for r in records[1:] if r.seq < cut and r.type not in (RUN_STARTED, RUN_COMPLETED)]
-    requested = _requested_markers(before)
+    requested = requested_markers(before)
     copies: list[Record] = []
     kept: list[Record] = []
     dropped: list[Record] = []
@@ -259,8 +259,9 @@ def _turn(step: str) -> int | None:
     return int(n) if head == "llm" and n.isdigit() else None
 
 
-def _requested_markers(records: Sequence[Record]) -> dict[str, str]:
-    """``{tool step: marker}`` for every call a recorded model step asked for."""
+def requested_markers(records: Sequence[Record]) -> dict[str, str]:
+    """``{tool step: marker}`` for every call a recorded model step asked for (its first
+    reply: the one that counts)."""
     out: dict[str, str] = {}
     for turn, msg in _model_results(records).items():
         for i, call in enumerate(msg.tool_calls):

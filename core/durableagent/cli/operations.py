@@ -4,12 +4,51 @@ human decision in a store)."""
 from __future__ import annotations
 
 import argparse
+import re
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
+from ..audit import Decision, audit
 from ..fork import DROP, KEEP, plan_fork, write_fork
 from ..ids import check_run_id
 from ..record import Record, signal_fields
-from .common import Parents, clean, require_run, store_of
+from .common import (
+    Parents,
+    Refused,
+    clean,
+    describe,
+    dump,
+    one_line,
+    require_run,
+    stamp,
+    store_of,
+    versioned,
+    with_iso,
+)
+
+_RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def since_arg(text: str, now: float | None = None) -> float:
+    """``--since``: ISO-8601 (``2026-11-30``, ``2026-11-30T09:00``, ``...Z`` or ``+02:00``;
+    without a zone, local time) or a time ago (``45s``, ``30m``, ``2h``, ``1d``, ``1w``), as
+    epoch seconds."""
+    text = text.strip()
+    relative = _RELATIVE.fullmatch(text)
+    if relative:
+        now = time.time() if now is None else now
+        return now - float(relative.group(1)) * _UNIT[relative.group(2)]
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a time: use ISO-8601 (2026-11-30T09:00:00Z) or a time ago "
+            "(30m, 2h, 1d, 1w)"
+        ) from None
 
 
 def _signal_text(r: Record) -> str:
@@ -52,8 +91,56 @@ def cmd_fork(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    """Every human decision in the store (or one run), oldest first: a table or JSON lines.
+    Exit 1 (after listing the rest) when a journal could not be read."""
+    store = store_of(args)
+    if args.run is not None:
+        require_run(store, args.run)
+    found = audit(store, run_id=args.run, since=args.since, by=args.who)
+    if args.json:
+        for d in found.decisions:
+            print(dump(versioned(with_iso(d.to_dict(), "at"))))
+    elif not found.decisions:
+        narrowed = args.run or args.since is not None or args.who is not None
+        print(f"no decisions in {describe(store)}" + (" that match" if narrowed else ""))
+    else:
+        _audit_table(found.decisions)
+    for run_id, why in found.unreadable:
+        print(f"agentrun audit: run {run_id} left out: {clean(why)}", file=sys.stderr)
+    if found.unreadable:
+        raise Refused(
+            f"{len(found.unreadable)} journal(s) could not be read: the audit is incomplete"
+        )
+    return 0
+
+
+def _audit_table(decisions: Sequence[Decision]) -> None:
+    rows = [("TIME", "BY", "RUN", "STEP", "DIGEST", "DECISION", "EFFECT", "REASON", "NOTE")]
+    for d in decisions:
+        note = d.note + (f"; copied from {d.copied_from}" if d.copied_from else "")
+        if d.result is not None:
+            note = f"result {one_line(d.result, 40)}; {note}"
+        rows.append(
+            (
+                stamp(d.at),
+                one_line(d.by or "-", 20),
+                d.run_id,
+                one_line(d.step, 40),
+                d.digest or "-",
+                d.decision,
+                d.effect,
+                one_line(d.reason, 50) if d.reason else "-",
+                one_line(note, 80),
+            )
+        )
+    widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    sys.stdout.write("\n".join(line.format(*r).rstrip() for r in rows) + "\n")
+
+
 def register(sub: Any, parents: Parents) -> None:
-    """Add fork to the subcommands."""
+    """Add fork and audit to the subcommands."""
     s = sub.add_parser(
         "fork",
         parents=[parents.store],
@@ -81,3 +168,27 @@ def register(sub: Any, parents: Parents) -> None:
     s.add_argument("--reason", required=True, help="why (recorded in NEW's run.started)")
     s.add_argument("--by", default=None, help="who forks (default: your login name)")
     s.set_defaults(fn=cmd_fork)
+
+    s = sub.add_parser(
+        "audit",
+        parents=[parents.store, parents.json],
+        help="every human decision in the store: who, when, on which call, why",
+        description=(
+            "List every approve, deny and reconcile in the store, oldest first: when, who, "
+            "the run, the step and tool, the marker's digest of the call's arguments, the "
+            "decision, what became of it (applied, pending, or overridden: an approval a later "
+            "deny beat) and the reason. Reads only the journals that hold signals. Exit 1, "
+            "after the rest, when a journal could not be read."
+        ),
+    )
+    s.add_argument("--run", default=None, metavar="RUN", help="only this run")
+    s.add_argument(
+        "--since",
+        type=since_arg,
+        default=None,
+        metavar="TIME",
+        help="only decisions at or after TIME: ISO-8601 (local time without a zone) or ago "
+        "(30m, 2h, 1d, 1w)",
+    )
+    s.add_argument("--by", dest="who", default=None, metavar="WHO", help="only WHO's decisions")
+    s.set_defaults(fn=cmd_audit)
