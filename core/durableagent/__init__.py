@@ -6,6 +6,7 @@ result stops the run as indeterminate until a human reconciles it; approvals, de
 reconciliations are signals appended to the journal.
 """
 
+from .audit import Audit, Decision, audit, decisions
 from .errors import (
     CorruptJournalError,
     DurabilityError,
@@ -57,8 +58,10 @@ __all__ = [
     "Agent",
     "AgentConfig",
     "Attempt",
+    "Audit",
     "Config",
     "CorruptJournalError",
+    "Decision",
     "DurabilityError",
     "DurableAgentError",
     "FileStore",
@@ -101,7 +104,9 @@ __all__ = [
     "Tool",
     "ToolCall",
     "Worker",
+    "audit",
     "check_run_id",
+    "decisions",
     "fork",
     "fork_points",
     "forked_from",
