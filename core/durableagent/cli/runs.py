@@ -152,10 +152,13 @@ def cmd_ls(args: argparse.Namespace) -> int:
         )
         for s in runs
     ]
-    # One format per row (100,000 rows is a normal store): the widths first, then the lines.
+    # One format per row (100,000 rows is a normal store): the widths first, then the lines,
+    # written a thousand at a time.
     widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
-    sys.stdout.write("\n".join(line.format(*r).rstrip() for r in rows) + "\n")
+    write = sys.stdout.write
+    for i in range(0, len(rows), 1000):
+        write("".join(line.format(*r).rstrip() + "\n" for r in rows[i : i + 1000]))
     return 0
 
 
