@@ -110,6 +110,7 @@ async def run_loop(
             Pending(m, s, c.name, c.arguments)
             for s, m, c in zip(steps, markers, reply.tool_calls, strict=True)
             if not runner.is_recorded(s)
+            and c.error is None  # a malformed call is refused below, never put to a human
             and gate.needs_approval(c.name)
             and not gate.is_denied(c.name)
             and m not in approved_set
@@ -147,6 +148,8 @@ def _tool_fn(
         refusal = denied[marker]
     elif call.name not in tools:
         refusal = f"unknown tool {call.name!r}; available: {', '.join(sorted(tools)) or 'none'}"
+    elif call.error is not None:
+        refusal = call.error
     if refusal is not None:
         refused = Result(refusal, is_error=True).to_dict()
 
