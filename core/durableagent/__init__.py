@@ -15,6 +15,8 @@ from .errors import (
     InvalidRunIdError,
     LeaseLostError,
     MaxTurnsExceeded,
+    ModelError,
+    ModelRetryError,
     RunBusyError,
     RunChangedError,
     RunNotFoundError,
@@ -23,7 +25,7 @@ from .errors import (
     StoreError,
 )
 from .fold import NEEDS_HUMAN, Fold, RunStatus
-from .gate import Pending, PolicyGate, marker_for, marker_step
+from .gate import Pending, PolicyGate, gate_for, marker_for, marker_step
 from .ids import check_run_id, valid_run_id
 from .journal import Journal, Reconcile
 from .loop import AgentConfig, LoopOutcome, PlainRunner, StepRunner, run_loop
@@ -33,7 +35,8 @@ from .outcome import Outcome, Status
 from .record import Record
 from .run import Config, run, signal, submit
 from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
-from .tools import Result, Tool
+from .tools import Result, Tool, ToolContext
+from .typed_tools import tool
 from .view import RunView, StepView, view_run, view_store
 
 __version__ = "0.1.0"
@@ -70,6 +73,8 @@ __all__ = [
     "MaxTurnsExceeded",
     "Message",
     "Model",
+    "ModelError",
+    "ModelRetryError",
     "Outcome",
     "Pending",
     "PlainRunner",
@@ -94,8 +99,10 @@ __all__ = [
     "Summary",
     "Tool",
     "ToolCall",
+    "ToolContext",
     "Worker",
     "check_run_id",
+    "gate_for",
     "marker_for",
     "marker_step",
     "model_step",
@@ -105,6 +112,7 @@ __all__ = [
     "signal",
     "step_tool_name",
     "submit",
+    "tool",
     "tool_step",
     "valid_run_id",
     "view_run",

@@ -10,7 +10,7 @@ from .errors import MaxTurnsExceeded
 from .gate import Pending, PolicyGate, marker_for
 from .messages import Message, StepKind, ToolCall, model_step, tool_step
 from .model import Model
-from .tools import Result, Tool
+from .tools import Result, Tool, plain_context, reset_context, set_context
 
 StepFn = Callable[[], Awaitable[Any]]
 
@@ -43,7 +43,11 @@ class PlainRunner:
         write: bool = False,
         marker: str | None = None,
     ) -> Any:
-        return await fn()
+        token = set_context(plain_context(name))
+        try:
+            return await fn()
+        finally:
+            reset_context(token)
 
     def is_recorded(self, name: str) -> bool:
         return False
