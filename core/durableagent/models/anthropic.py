@@ -25,8 +25,8 @@ class AnthropicModel:
     ``client`` is an ``anthropic.AsyncAnthropic`` you configured yourself (give it
     ``max_retries=0``); without one, a client is built with ``max_retries=0`` from
     ``base_url`` and ``api_key`` (else ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``).
-    ``max_tokens`` bounds each reply; ``settings`` (``temperature``, ``timeout``, ...) go to
-    every request.
+    ``max_tokens`` bounds each reply; ``settings`` (``stop_sequences``, ``metadata``,
+    ``timeout``, ``extra_body``, ...) go to every request.
 
     The system prompt is sent as ``system``; tool results go back as ``tool_result`` blocks,
     the results of one turn merged into one user turn as the API requires.
@@ -100,7 +100,7 @@ class AnthropicModel:
         try:
             response = await client.messages.create(**payload)
         except anthropic.APIStatusError as e:
-            detail = e.api_message or str(e.message)
+            detail = getattr(e, "api_message", None) or str(e.message)
             raise http.status_error(PROVIDER, e.status_code, e.response.headers, detail) from e
         except anthropic.APIConnectionError as e:
             raise http.connection_error(PROVIDER, str(client.base_url), str(e)) from e
