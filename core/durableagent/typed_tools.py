@@ -444,10 +444,20 @@ def _enum(tp: type[enum.Enum], where: str) -> _Type:
 def _record(tp: Any, where: str, seen: frozenset[type], *, typeddict: bool) -> _Type:
     if tp in seen:
         raise TypeError(f"{where}: {tp.__name__} refers to itself; recursive types have no schema")
-    hints = typing.get_type_hints(tp, include_extras=True)
+    try:
+        hints = typing.get_type_hints(tp, include_extras=True)
+    except Exception as e:
+        raise TypeError(f"{where}: cannot resolve the annotations of {tp.__name__}: {e}") from None
     if typeddict:
         names = list(hints)
-        required = set(tp.__required_keys__)
+        # From the resolved hints: under `from __future__ import annotations` Python 3.11
+        # builds __required_keys__ from strings and misses NotRequired.
+        required = {
+            n
+            for n, h in hints.items()
+            if typing.get_origin(h) is typing.Required
+            or (typing.get_origin(h) is not typing.NotRequired and n in tp.__required_keys__)
+        }
     else:
         fields = [f for f in dataclasses.fields(tp) if f.init]
         names = [f.name for f in fields]
