@@ -37,7 +37,7 @@ from .run import Config, run, signal, submit
 from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
 from .tools import Result, Tool, ToolContext
 from .typed_tools import tool
-from .view import RunView, StepView, view_run, view_store
+from .view import RunView, StepView, Tokens, view_run, view_store
 
 __version__ = "0.1.0"
 
@@ -97,6 +97,7 @@ __all__ = [
     "Store",
     "StoreError",
     "Summary",
+    "Tokens",
     "Tool",
     "ToolCall",
     "ToolContext",

@@ -53,6 +53,7 @@ def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
         "indeterminate": None,
         "answer": None if view.answer is None else view.answer.to_dict(),
         "leased": view.leased,
+        "tokens": None if view.tokens is None else view.tokens.to_dict(),
     }
     if view.indeterminate is not None:
         s = view.indeterminate
@@ -80,6 +81,8 @@ def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
                 "completed_at": s.completed_at,
                 "completed_at_iso": iso(s.completed_at),
                 "call": None if s.call is None else s.call.to_dict(),
+                "usage": None if s.usage is None else s.usage.to_dict(),
+                "model": s.model,
             }
             for s in view.steps
         ]
@@ -174,12 +177,16 @@ def _describe(r: Record) -> str:
         if r.kind == "model":
             calls = data.get("tool_calls") or []
             if calls:
-                return "asks " + ", ".join(
-                    f"{clean(c.get('name'))}({one_line(args_text(c.get('arguments')), 60)})"
-                    for c in calls
-                    if isinstance(c, dict)
+                return (
+                    "asks "
+                    + ", ".join(
+                        f"{clean(c.get('name'))}({one_line(args_text(c.get('arguments')), 60)})"
+                        for c in calls
+                        if isinstance(c, dict)
+                    )
+                    + _usage_text(data)
                 )
-            return f"answer: {one_line(data.get('content', ''))}"
+            return f"answer: {one_line(data.get('content', ''))}{_usage_text(data)}"
         error = " (error)" if data.get("is_error") else ""
         return f"result{error}: {one_line(data.get('content', ''))}"
     if r.type == SIGNAL:
@@ -202,6 +209,17 @@ def _describe(r: Record) -> str:
     return ""
 
 
+def _usage_text(data: dict[str, Any]) -> str:
+    """`` [120 in, 13 out tokens]`` for a recorded reply that says what it used."""
+    try:
+        u = Message.from_dict(data).usage
+    except (ValueError, TypeError, KeyError):  # journal text: an odd reply shows no usage
+        return ""
+    if not u:
+        return ""
+    return f"  [{u.get('input_tokens', 0)} in, {u.get('output_tokens', 0)} out tokens]"
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     """Print one run: its timeline and what it waits on."""
     store = store_of(args)
@@ -217,6 +235,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"started  {stamp(view.started_at)}")
     print(f"last     {stamp(view.last_activity)}")
     print(f"steps    {len(view.steps)}, model calls {view.model_calls}")
+    if view.tokens is not None:
+        t = view.tokens
+        print(f"tokens   {t.input} in, {t.output} out ({t.total} in all)")
     print()
     print("timeline")
     for r in view.records:
