@@ -65,6 +65,7 @@ class Request:
     headers: dict[str, str]
     turn: int
     tool_results: list[str]
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 def helpdesk_brain(request: Request) -> Say | Call:
