@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from fake_llm import Canned, FakeLLM
@@ -80,15 +79,13 @@ def test_retry_after_is_read_off_any_exception_that_carries_a_sane_one() -> None
 def test_every_worker_on_the_store_sees_the_retry_after(store: FileStore) -> None:
     submit(store, "r1", [Message("user", "hi")])
     note_failure(store, "r1", ModelRetryError("rate limited", status=429, retry_after=12.5))
-    attempts = read_attempts(store.root, "r1")
+    attempts = read_attempts(store, "r1")
     assert attempts is not None and attempts.retry_after == 12.5 and attempts.failures == 1
 
 
-def test_an_attempts_file_from_before_retry_after_still_reads(tmp_path: Path) -> None:
-    folder = tmp_path / ".worker"
-    folder.mkdir()
-    (folder / "r1.json").write_text('{"failures": 2, "signals": 0, "at": 5.0, "error": "x"}')
-    assert read_attempts(tmp_path, "r1") == Attempts(2, 0, 5.0, "x", None)
+def test_failures_counted_before_retry_after_existed_still_read(store: FileStore) -> None:
+    store.write_failures("r1", {"failures": 2, "signals": 0, "at": 5.0, "error": "x"})
+    assert read_attempts(store, "r1") == Attempts(2, 0, 5.0, "x", None)
 
 
 @pytest.fixture
