@@ -26,6 +26,8 @@ class StepRunner(Protocol):
         *,
         write: bool = False,
         marker: str | None = None,
+        idempotent: bool = False,
+        hint: str = "",
     ) -> Any: ...
 
     def is_recorded(self, name: str) -> bool: ...
@@ -42,6 +44,8 @@ class PlainRunner:
         *,
         write: bool = False,
         marker: str | None = None,
+        idempotent: bool = False,
+        hint: str = "",
     ) -> Any:
         token = set_context(plain_context(name))
         try:
@@ -128,12 +132,30 @@ async def run_loop(
             # A call that will act carries its marker: a deny recorded after this attempt
             # began still stops it, up to the moment its start is recorded.
             recorded = await runner.run_step(
-                step, StepKind.TOOL, fn, write=write, marker=marker if acts else None
+                step,
+                StepKind.TOOL,
+                fn,
+                write=write,
+                marker=marker if acts else None,
+                **_write_policy(tools.get(call.name), gate, write),
             )
             result = Result.from_dict(recorded)
             convo.append(Message("tool", result.content, tool_call_id=call.id, name=call.name))
 
     raise MaxTurnsExceeded(config.max_turns)
+
+
+def _write_policy(tool: Tool | None, gate: PolicyGate, write: bool) -> dict[str, Any]:
+    """``idempotent`` and ``hint`` for a write's start, passed only when they apply so that a
+    StepRunner written before them still runs every other call."""
+    if not write or tool is None:
+        return {}
+    policy: dict[str, Any] = {}
+    if gate.is_idempotent(tool.name):
+        policy["idempotent"] = True
+    if tool.hint:
+        policy["hint"] = tool.hint
+    return policy
 
 
 def _tool_fn(

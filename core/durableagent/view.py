@@ -57,6 +57,8 @@ class StepView:
     attempts: int = 0
     call: ToolCall | None = None  # for a tool step: the call the model step asked for
     usage: Tokens | None = None  # for a model step: the tokens its recorded reply used
+    idempotent: bool = False  # a write that re-runs on its own (its latest start says so)
+    hint: str = ""  # a write's: where a human checks whether it happened (journal text)
     model: str | None = None  # for a model step: the model that answered, as reported
 
 
@@ -155,6 +157,8 @@ def view_run(
             name=n,
             kind=s["kind"],
             write=index.is_write(n),
+            idempotent=index.is_idempotent(n),
+            hint=_hint(index.started.get(n)),
             started=n in index.started,
             completed="completed_at" in s,
             result=s.get("result"),
@@ -222,6 +226,13 @@ def _message(d: Any) -> Message | None:
         return Message.from_dict(d)
     except (ValueError, TypeError, KeyError):
         return None
+
+
+def _hint(started: Record | None) -> str:
+    hint = (
+        started.data.get("hint") if started is not None and isinstance(started.data, dict) else None
+    )
+    return hint if isinstance(hint, str) else ""
 
 
 def _usage(data: Any) -> tuple[Tokens | None, str | None]:
