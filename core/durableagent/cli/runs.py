@@ -64,6 +64,7 @@ def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
             "started_at": s.started_at,
             "started_at_iso": iso(s.started_at),
             "attempts": s.attempts,
+            "hint": s.hint,
         }
     if records:
         d["input"] = [m.to_dict() for m in view.input]
@@ -72,6 +73,8 @@ def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
                 "name": s.name,
                 "kind": s.kind,
                 "write": s.write,
+                "idempotent": s.idempotent,
+                "hint": s.hint,
                 "started": s.started,
                 "completed": s.completed,
                 "result": s.result,
@@ -172,7 +175,9 @@ def _describe(r: Record) -> str:
         first = msgs[0].get("content", "") if msgs and isinstance(msgs[0], dict) else ""
         return f"input: {one_line(first)}"
     if r.type == STEP_STARTED:
-        return "write" if data.get("write") else ""
+        if data.get("write") is not True:
+            return ""
+        return "write, idempotent" if data.get("idempotent") is True else "write"
     if r.type == STEP_COMPLETED:
         if r.kind == "model":
             calls = data.get("tool_calls") or []
@@ -262,14 +267,11 @@ def cmd_show(args: argparse.Namespace) -> int:
         if s.call is not None:
             print(f"  tool       {clean(s.call.name)}")
             print(f"  arguments  {args_text(s.call.arguments)}")
+        if s.hint:
+            print(f"  check      {one_line(s.hint, 200)}")
         print("it may or may not have happened: check the external system, then")
         print(f"  agentrun reconcile {run} {clean(s.name)} --done RESULT   (it happened)")
         print(f"  agentrun reconcile {run} {clean(s.name)} --retry         (it did not)")
-        from ..demo import demo_dir, is_demo_store
-
-        root = getattr(store, "root", None)
-        if root is not None and is_demo_store(root):
-            print(f"(demo: the ticket system is {demo_dir(root) / 'tickets.json'})")
     elif view.status == RunStatus.FAILED:
         print(f"failed: {clean(view.error)}")
         print(f"fix the cause, then: agentrun retry {run}")
