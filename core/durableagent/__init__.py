@@ -27,7 +27,7 @@ from .errors import (
 from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .gate import Pending, PolicyGate, gate_for, marker_for, marker_step
 from .ids import check_run_id, valid_run_id
-from .journal import Journal, Reconcile
+from .journal import Journal, Reconcile, idempotency_key
 from .loop import AgentConfig, LoopOutcome, PlainRunner, StepRunner, run_loop
 from .messages import Message, StepKind, ToolCall, model_step, step_tool_name, tool_step
 from .model import Model, ScriptedModel
@@ -104,6 +104,7 @@ __all__ = [
     "Worker",
     "check_run_id",
     "gate_for",
+    "idempotency_key",
     "marker_for",
     "marker_step",
     "model_step",
