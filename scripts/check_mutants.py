@@ -44,8 +44,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "journal.py",
         "        refusal = await self._start(name, kind, started, marker)\n"
         "        if refusal is not None:\n            return refusal\n"
-        "        value = await self._call(fn)\n",
-        "        value = await self._call(fn)\n"
+        "        key = idempotency_key(self.run_id, name, "
+        "self.records[0] if self.records else None)\n"
+        "        token = set_context("
+        "ToolContext(self.run_id, name, self.index.starts[name], key))\n"
+        "        try:\n"
+        "            value = await self._call(fn)  "
+        "# its task copies the context: the tool sees ctx\n"
+        "        finally:\n"
+        "            reset_context(token)\n",
+        "        token = set_context(ToolContext(self.run_id, name, 1, name))\n"
+        "        try:\n"
+        "            value = await self._call(fn)\n"
+        "        finally:\n"
+        "            reset_context(token)\n"
         "        refusal = await self._start(name, kind, started, marker)\n"
         "        if refusal is not None:\n            return refusal\n",
     ),
@@ -234,7 +246,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "r20-unrecordable-failures-forgotten": (
         "a worker on a store that cannot record failures retries at once, forever",
         "worker.py",
-        "            self._seen_failures[run_id] = Attempts(failures, signals, time.time(), text)",
+        "            self._seen_failures[run_id] = Attempts(\n"
+        "                failures, signals, time.time(), text, retry_after_of(error)\n"
+        "            )",
         "            pass",
     ),
     "r21-submit-accepts-bad-utf8": (

@@ -118,8 +118,8 @@ async def run_loop(
             Pending(m, s, c.name, c.arguments)
             for s, m, c in zip(steps, markers, reply.tool_calls, strict=True)
             if not runner.is_recorded(s)
-            and c.error is None  # a malformed call is refused below, never put to a human
             and gate.needs_approval(c.name)
+            and c.error is None  # a malformed call is refused below, never put to a human
             and not gate.is_denied(c.name)
             and m not in approved_set
             and m not in denied_map
