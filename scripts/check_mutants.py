@@ -257,6 +257,31 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        args.text.encode()",
         "        pass",
     ),
+    "m01-idempotent-write-left-for-a-human": (
+        "an unfinished idempotent write stops the run instead of running again",
+        "journal.py",
+        "                if not self.index.is_idempotent(name):\n"
+        "                    raise IndeterminateError(name)\n",
+        "                raise IndeterminateError(name)\n",
+    ),
+    "m02-every-open-write-rerun": (
+        "an unfinished write that is not idempotent runs again",
+        "journal.py",
+        'data.get("write") is True and data.get("idempotent") is True\n',
+        'data.get("write") is True\n',
+    ),
+    "m03-retry-after-ignored": (
+        "the worker retries before the provider's Retry-After",
+        "worker.py",
+        "max(min(cap, base * 2 ** (failures - 1)), retry_after or 0.0)",
+        "min(cap, base * 2 ** (failures - 1))",
+    ),
+    "m04-malformed-call-runs-the-tool": (
+        "a tool call whose arguments were not JSON runs the tool with {}",
+        "loop.py",
+        "    elif call.error is not None:\n        refusal = call.error\n",
+        "",
+    ),
 }
 
 TESTS = [
@@ -273,6 +298,9 @@ TESTS = [
     "tests/test_races.py",
     "tests/test_hostile_store.py",
     "tests/test_worker.py",
+    "tests/test_idempotent.py",
+    "tests/test_retry_after.py",
+    "tests/test_models_openai.py",
 ]
 
 
