@@ -237,3 +237,16 @@ async def test_a_slow_reply_past_the_timeout_is_a_transient_error(fake: FakeLLM)
 def test_settings_cannot_override_what_the_adapter_sends() -> None:
     with pytest.raises(TypeError, match="system"):
         AnthropicModel("c", api_key="k", system="x")
+
+
+async def test_a_request_the_sdk_cannot_send_is_a_model_error_naming_why(
+    fake: FakeLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", "/nonexistent")  # no credentials profile either
+    with pytest.raises(ModelError, match=r"could not send the request .*authentication"):
+        await AnthropicModel("c", base_url=fake.url).complete(INPUT, [])
+    with pytest.raises(ModelError, match="temperature"):
+        await model(fake, temperature=0.2).complete(INPUT, [])
+    assert fake.requests == []

@@ -377,3 +377,9 @@ def test_settings_cannot_override_what_the_adapter_sends() -> None:
 
 def test_a_client_it_builds_never_retries_on_its_own() -> None:
     assert OpenAIModel("m", api_key="k", base_url="http://127.0.0.1:9/v1")._client.max_retries == 0
+
+
+async def test_a_setting_the_sdk_does_not_know_is_a_model_error_naming_it(fake: FakeLLM) -> None:
+    with pytest.raises(ModelError, match=r"could not send the request .*bogus"):
+        await model(fake, bogus=1).complete(INPUT, [])
+    assert fake.requests == []

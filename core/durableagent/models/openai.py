@@ -97,6 +97,11 @@ class OpenAIModel:
             raise http.connection_error(PROVIDER, str(client.base_url), str(e)) from e
         except json.JSONDecodeError as e:
             raise replies.malformed(PROVIDER, f"a body that is not JSON: {e}") from e
+        except (openai.OpenAIError, TypeError) as e:  # the SDK refused to send it (settings, key)
+            raise ModelError(
+                f"{type(self).__name__} could not send the request ({e}); check its settings "
+                "and credentials"
+            ) from e
         return parse_reply(response)
 
 
