@@ -270,6 +270,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'data.get("write") is True and data.get("idempotent") is True\n',
         'data.get("write") is True\n',
     ),
+    "m05-open-idempotent-write-shown-indeterminate": (
+        "the status fold calls an unfinished idempotent write indeterminate",
+        "fold.py",
+        'write = data.get("write") is True and data.get("idempotent") is not True',
+        'write = data.get("write") is True',
+    ),
     "m03-retry-after-ignored": (
         "the worker retries before the provider's Retry-After",
         "worker.py",

@@ -51,8 +51,6 @@ class Worker:
                     str(root),
                     "--rescan",
                     "0.5",
-                    "--debounce",
-                    "50",
                 ],
                 cwd=REPO,
                 env=env,

@@ -111,7 +111,7 @@ def agent(fake: FakeLLM) -> Agent:
 
 
 async def serve_until_completed(fake: FakeLLM, store: FileStore) -> None:
-    worker = Worker(agent(fake), store, backoff=0.05, debounce=20, rescan=0.2)
+    worker = Worker(agent(fake), store, backoff=0.05, rescan=0.2)
     stop = asyncio.Event()
     serving = asyncio.create_task(worker.serve(stop))
     try:
