@@ -157,7 +157,7 @@ import json, time
 from pathlib import Path
 from durableagent import FileStore, view_store
 
-def run_tui(store, *, read_only=False, poll=False):
+def run_tui(store, *, read_only=False, poll=False, hints=None):
     seen = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -168,7 +168,7 @@ def run_tui(store, *, read_only=False, poll=False):
     root = store.root
     report = {"root": str(root), "read_only": read_only, "poll": poll,
               "reset": str(view_store(store, "password-reset").status),
-              "audit_records": len(store.load("access-audit"))}
+              "audit_records": len(store.load("access-audit")), "hints": hints}
     (Path(root).parent / "tui-report.json").write_text(json.dumps(report))
     return 0
 """
@@ -184,6 +184,9 @@ def test_demo_runs_a_live_worker_behind_the_tui_and_stops_it(tmp_path: Path) -> 
     report = json.loads((tmp_path / "tui-report.json").read_text())
     assert report["reset"] == "awaiting_approval"  # the worker ran it while the "TUI" was open
     assert report["audit_records"] > 2 and report["read_only"] is False
+    # The reconcile dialog can say where to check: the demo tools' hints reach the TUI.
+    assert sorted(report["hints"]) == ["create_ticket", "send_email"]
+    assert "outbox.json" in report["hints"]["send_email"]
     # The worker stopped with the TUI: nothing holds a lease, the slow run is not broken.
     store = FileStore(root)
     assert not any(store.is_leased(r) for r in store.run_ids())
