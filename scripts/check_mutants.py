@@ -44,8 +44,20 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "journal.py",
         "        refusal = await self._start(name, kind, started, marker)\n"
         "        if refusal is not None:\n            return refusal\n"
-        "        value = await self._call(fn)\n",
-        "        value = await self._call(fn)\n"
+        "        key = idempotency_key(self.run_id, name, "
+        "self.records[0] if self.records else None)\n"
+        "        token = set_context("
+        "ToolContext(self.run_id, name, self.index.starts[name], key))\n"
+        "        try:\n"
+        "            value = await self._call(fn)  "
+        "# its task copies the context: the tool sees ctx\n"
+        "        finally:\n"
+        "            reset_context(token)\n",
+        "        token = set_context(ToolContext(self.run_id, name, 1, name))\n"
+        "        try:\n"
+        "            value = await self._call(fn)\n"
+        "        finally:\n"
+        "            reset_context(token)\n"
         "        refusal = await self._start(name, kind, started, marker)\n"
         "        if refusal is not None:\n            return refusal\n",
     ),
@@ -234,7 +246,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "r20-unrecordable-failures-forgotten": (
         "a worker on a store that cannot record failures retries at once, forever",
         "worker.py",
-        "            self._seen_failures[run_id] = Attempts(failures, signals, time.time(), text)",
+        "            self._seen_failures[run_id] = Attempts(\n"
+        "                failures, signals, time.time(), text, retry_after_of(error)\n"
+        "            )",
         "            pass",
     ),
     "r21-submit-accepts-bad-utf8": (
@@ -242,6 +256,37 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "cli/runs.py",
         "        args.text.encode()",
         "        pass",
+    ),
+    "m01-idempotent-write-left-for-a-human": (
+        "an unfinished idempotent write stops the run instead of running again",
+        "journal.py",
+        "                if not self.index.is_idempotent(name):\n"
+        "                    raise IndeterminateError(name)\n",
+        "                raise IndeterminateError(name)\n",
+    ),
+    "m02-every-open-write-rerun": (
+        "an unfinished write that is not idempotent runs again",
+        "journal.py",
+        'data.get("write") is True and data.get("idempotent") is True\n',
+        'data.get("write") is True\n',
+    ),
+    "m05-open-idempotent-write-shown-indeterminate": (
+        "the status fold calls an unfinished idempotent write indeterminate",
+        "fold.py",
+        'write = data.get("write") is True and data.get("idempotent") is not True',
+        'write = data.get("write") is True',
+    ),
+    "m03-retry-after-ignored": (
+        "the worker retries before the provider's Retry-After",
+        "worker.py",
+        "max(min(cap, base * 2 ** (failures - 1)), retry_after or 0.0)",
+        "min(cap, base * 2 ** (failures - 1))",
+    ),
+    "m04-malformed-call-runs-the-tool": (
+        "a tool call whose arguments were not JSON runs the tool with {}",
+        "loop.py",
+        "    elif call.error is not None:\n        refusal = call.error\n",
+        "",
     ),
 }
 
@@ -259,6 +304,9 @@ TESTS = [
     "tests/test_races.py",
     "tests/test_hostile_store.py",
     "tests/test_worker.py",
+    "tests/test_idempotent.py",
+    "tests/test_retry_after.py",
+    "tests/test_models_openai.py",
 ]
 
 

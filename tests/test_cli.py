@@ -111,7 +111,7 @@ def test_ls_lists_needs_attention_first_with_glyph_and_word(demo: Path) -> None:
         ].index,
     )
     assert order[0] == "crm-access"
-    assert "✖ indeterminate" in rows[1] and "reconcile tool/2/0/create_ticket" in rows[1]
+    assert "✖ indeterminate" in rows[1] and "reconcile tool/2/1/send_email" in rows[1]
     assert any("✓ completed" in row and "billing-access" in row for row in rows)
 
 
@@ -153,9 +153,9 @@ def test_show_prints_pending_markers_with_arguments(demo: Path) -> None:
 def test_show_prints_the_indeterminate_call_and_how_to_reconcile(demo: Path) -> None:
     r = agentrun("show", "crm-access", "--store", str(demo))
     assert r.code == 0, r.err
-    assert "write step tool/2/0/create_ticket started and never recorded a result" in r.out
-    assert '"summary": "I need access to the CRM."' in r.out
-    assert "agentrun reconcile crm-access tool/2/0/create_ticket --done RESULT" in r.out
+    assert "write step tool/2/1/send_email started and never recorded a result" in r.out
+    assert '"subject": "Helpdesk request"' in r.out
+    assert "agentrun reconcile crm-access tool/2/1/send_email --done RESULT" in r.out
 
 
 def test_show_json_is_the_run_view(demo: Path) -> None:
@@ -205,13 +205,13 @@ def test_deny_records_who_and_why(demo: Path) -> None:
 
 
 def test_reconcile_done_records_the_result_the_human_found(demo: Path) -> None:
-    ticket = read_list(demo, "tickets")[-1]["id"]
-    step = "tool/2/0/create_ticket"
-    r = agentrun("reconcile", "crm-access", step, "--done", ticket, "--store", str(demo))
+    mail = read_list(demo, "outbox")[-1]["id"]
+    step = "tool/2/1/send_email"
+    r = agentrun("reconcile", "crm-access", step, "--done", mail, "--store", str(demo))
     assert r.code == 0, r.err
-    approval, sig = signals(demo, "crm-access")
-    assert approval["name"] == "approve"
-    assert sig["payload"] == {"step": step, "outcome": "done", "result": ticket}
+    *approvals, sig = signals(demo, "crm-access")
+    assert [a["name"] for a in approvals] == ["approve", "approve"]
+    assert sig["payload"] == {"step": step, "outcome": "done", "result": mail}
     refused(
         agentrun("reconcile", "crm-access", step, "--retry", "--store", str(demo)),
         "already reconciled",

@@ -112,7 +112,7 @@ def test_markers_complete_from_the_runs_pending_calls(demo: Path) -> None:
 
 
 def test_reconcile_completes_the_indeterminate_step(demo: Path) -> None:
-    assert complete(f"agentrun reconcile --store {demo} crm-access ") == ["tool/2/0/create_ticket"]
+    assert complete(f"agentrun reconcile --store {demo} crm-access ") == ["tool/2/1/send_email"]
     assert complete(f"agentrun reconcile --store {demo} shared-drive ") == []
 
 

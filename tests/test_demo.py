@@ -52,13 +52,32 @@ def test_demo_no_tui_in_a_fresh_directory_produces_every_status(tmp_path: Path) 
     assert {v["status"] for v in runs.values()} >= EVERY_STATUS
     assert runs["laptop-broken"]["status"] == "awaiting_approval"
     assert len(runs["laptop-broken"]["pending"]) == 2  # two calls of one turn
-    assert runs["crm-access"]["indeterminate"]["tool"] == "create_ticket"
+    # The crash in the idempotent create_ticket resumed on its own; the one in send_email
+    # (not idempotent) waits for a human.
+    assert runs["crm-access"]["indeterminate"]["tool"] == "send_email"
     assert runs["vpn-access"]["status"] == "failed"
     assert {runs[r]["status"] for r in ("password-reset", "access-audit")} == {"ready"}
     assert "crm-access" in p.stdout and "STATUS" in p.stdout  # it printed ls
-    # The killed write really happened: a human can find its ticket.
-    summaries = [t["summary"] for t in read_list(root, "tickets")]
-    assert "I need access to the CRM." in summaries
+    # The killed writes really happened: one ticket (filed twice, deduplicated), one mail.
+    crm = [t for t in read_list(root, "tickets") if "CRM" in t["summary"]]
+    assert len(crm) == 1 and crm[0]["key"].startswith("crm-access:")
+    assert [m["subject"] for m in read_list(root, "outbox")] == ["Helpdesk request"]
+
+
+def test_the_demo_shows_an_idempotent_write_resume_and_another_write_wait(tmp_path: Path) -> None:
+    root = tmp_path / "d"
+    build_demo_store(root)
+    view = view_store(FileStore(root), "crm-access")
+    steps = {s.name: s for s in view.steps}
+    ticket, mail = steps["tool/2/0/create_ticket"], steps["tool/2/1/send_email"]
+    assert (ticket.idempotent, ticket.attempts, ticket.completed) == (True, 2, True)
+    assert (mail.idempotent, mail.attempts, mail.completed) == (False, 1, False)
+    assert view.indeterminate is not None and view.indeterminate.name == mail.name
+    assert "outbox.json" in mail.hint and "tickets.json" in ticket.hint
+    p = agentrun("show", "crm-access", "--store", str(root), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "check      look in " in p.stdout and "outbox.json" in p.stdout
+    assert "write, idempotent" in p.stdout
 
 
 def test_demo_reuses_its_store_and_rebuilds_it_only_when_asked(tmp_path: Path) -> None:
@@ -104,22 +123,24 @@ async def test_the_demo_story_with_a_worker(tmp_path: Path) -> None:
         await until("password-reset", RunStatus.AWAITING_APPROVAL)
         assert view_store(store, "vpn-access").status == RunStatus.FAILED  # budget used up
 
-        # The on-call human finds the ticket the killed process filed, and says so.
-        ticket = next(t for t in read_list(root, "tickets") if "CRM" in t["summary"])
+        # The on-call human finds the mail the killed process queued, and says so.
+        mail = read_list(root, "outbox")[0]
         signal(
             store,
             "crm-access",
             "reconcile",
-            Reconcile("tool/2/0/create_ticket", "done", ticket["id"]),
+            Reconcile("tool/2/1/send_email", "done", mail["id"]),
         )
         await until("crm-access", RunStatus.COMPLETED)
         answer = view_store(store, "crm-access").answer
+        ticket = next(t for t in read_list(root, "tickets") if "CRM" in t["summary"])
         assert answer is not None and ticket["id"] in answer.content
+        assert mail["id"] in answer.content
 
         for p in view_store(store, "laptop-broken").pending:
             signal(store, "laptop-broken", "approve", {"marker": p.marker}, by="test")
         await until("laptop-broken", RunStatus.COMPLETED)
-        assert [m["to"] for m in read_list(root, "outbox")] == ["manager@example.com"]
+        assert [m["to"] for m in read_list(root, "outbox")] == ["manager@example.com"] * 2
 
         (demo_dir(root) / SERVICE_DOWN).unlink()
         reset_attempts(FileStore(root), "vpn-access")  # what `agentrun retry vpn-access` does
@@ -127,7 +148,7 @@ async def test_the_demo_story_with_a_worker(tmp_path: Path) -> None:
     finally:
         stop.set()
         await asyncio.wait_for(serving, 10)
-    # billing, crm (filed once, by the killed process), laptop: no ticket twice.
+    # billing, crm (filed once though two killed processes ran it), laptop: no ticket twice.
     assert len(read_list(root, "tickets")) == 3
 
 
@@ -136,7 +157,7 @@ import json, time
 from pathlib import Path
 from durableagent import FileStore, view_store
 
-def run_tui(store, *, read_only=False, poll=False):
+def run_tui(store, *, read_only=False, poll=False, hints=None):
     seen = []
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
@@ -147,7 +168,7 @@ def run_tui(store, *, read_only=False, poll=False):
     root = store.root
     report = {"root": str(root), "read_only": read_only, "poll": poll,
               "reset": str(view_store(store, "password-reset").status),
-              "audit_records": len(store.load("access-audit"))}
+              "audit_records": len(store.load("access-audit")), "hints": hints}
     (Path(root).parent / "tui-report.json").write_text(json.dumps(report))
     return 0
 """
@@ -163,6 +184,9 @@ def test_demo_runs_a_live_worker_behind_the_tui_and_stops_it(tmp_path: Path) -> 
     report = json.loads((tmp_path / "tui-report.json").read_text())
     assert report["reset"] == "awaiting_approval"  # the worker ran it while the "TUI" was open
     assert report["audit_records"] > 2 and report["read_only"] is False
+    # The reconcile dialog can say where to check: the demo tools' hints reach the TUI.
+    assert sorted(report["hints"]) == ["create_ticket", "send_email"]
+    assert "outbox.json" in report["hints"]["send_email"]
     # The worker stopped with the TUI: nothing holds a lease, the slow run is not broken.
     store = FileStore(root)
     assert not any(store.is_leased(r) for r in store.run_ids())

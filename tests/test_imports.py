@@ -9,19 +9,41 @@ from pathlib import Path
 CORE = Path(__file__).resolve().parent.parent / "core" / "durableagent"
 
 
-def loaded_after(module: str) -> set[str]:
-    """Top-level packages of UI and watch libraries loaded by importing ``module`` afresh."""
+HEAVY = ("textual", "rich", "watchfiles", "durableagent_tui", "openai", "anthropic")
+
+
+def loaded_after(module: str, then: str = "") -> set[str]:
+    """Top-level packages of UI, watch and model SDK libraries loaded by importing ``module``
+    afresh (and running the statement ``then``)."""
     code = (
-        f"import sys, {module}\n"
+        f"import sys, {module}\n{then}\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & "
-        "{'textual', 'rich', 'watchfiles', 'durableagent_tui'})))\n"
+        f"{set(HEAVY)!r})))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return set(out.stdout.split())
 
 
-def test_importing_durableagent_loads_no_ui_and_no_watchfiles():
+def test_importing_durableagent_loads_no_ui_no_watchfiles_and_no_model_sdk():
     assert loaded_after("durableagent") == set()
+
+
+def test_the_models_package_loads_an_sdk_only_when_its_adapter_is_asked_for():
+    assert loaded_after("durableagent.models") == set()
+    assert loaded_after("durableagent.models", "durableagent.models.OpenAIModel") == {"openai"}
+    assert loaded_after("durableagent.models", "durableagent.models.AnthropicModel") == {
+        "anthropic"
+    }
+    assert loaded_after("durableagent.models.openai") == {"openai"}
+    assert loaded_after("durableagent.models.anthropic") == {"anthropic"}
+
+
+def test_only_its_adapter_imports_each_model_sdk():
+    for path in CORE.rglob("*.py"):
+        text = path.read_text()
+        for sdk in ("openai", "anthropic"):
+            if path != CORE / "models" / f"{sdk}.py":
+                assert f"\nimport {sdk}" not in text and f"\nfrom {sdk}" not in text, path
 
 
 def test_the_command_line_loads_the_ui_and_the_watch_only_when_asked():
@@ -75,5 +97,10 @@ def test_every_public_name_is_importable_from_the_package():
         "RunView",
         "RunStatus",
         "DurableAgentError",
+        "ModelError",
+        "ModelRetryError",
+        "ToolContext",
+        "tool",
+        "gate_for",
     ]:
         assert name in durableagent.__all__, name

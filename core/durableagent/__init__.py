@@ -17,6 +17,8 @@ from .errors import (
     InvalidRunIdError,
     LeaseLostError,
     MaxTurnsExceeded,
+    ModelError,
+    ModelRetryError,
     RunBusyError,
     RunChangedError,
     RunNotFoundError,
@@ -26,9 +28,9 @@ from .errors import (
 )
 from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .fork import ForkPlan, fork, fork_points, forks_of, plan_fork
-from .gate import Pending, PolicyGate, marker_for, marker_step
+from .gate import Pending, PolicyGate, gate_for, marker_for, marker_step
 from .ids import check_run_id, valid_run_id
-from .journal import Journal, Reconcile
+from .journal import Journal, Reconcile, idempotency_key
 from .lineage import ForkedFrom, forked_from
 from .loop import AgentConfig, LoopOutcome, PlainRunner, StepRunner, run_loop
 from .messages import Message, StepKind, ToolCall, model_step, step_tool_name, tool_step
@@ -37,8 +39,9 @@ from .outcome import Outcome, Status
 from .record import Record
 from .run import Config, run, signal, submit
 from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
-from .tools import Result, Tool
-from .view import RunView, StepView, view_run, view_store
+from .tools import Result, Tool, ToolContext
+from .typed_tools import tool
+from .view import RunView, StepView, Tokens, view_run, view_store
 
 __version__ = "0.1.0"
 
@@ -79,6 +82,8 @@ __all__ = [
     "MaxTurnsExceeded",
     "Message",
     "Model",
+    "ModelError",
+    "ModelRetryError",
     "Outcome",
     "Pending",
     "PlainRunner",
@@ -101,8 +106,10 @@ __all__ = [
     "Store",
     "StoreError",
     "Summary",
+    "Tokens",
     "Tool",
     "ToolCall",
+    "ToolContext",
     "Worker",
     "audit",
     "check_run_id",
@@ -111,6 +118,8 @@ __all__ = [
     "fork_points",
     "forked_from",
     "forks_of",
+    "gate_for",
+    "idempotency_key",
     "marker_for",
     "marker_step",
     "model_step",
@@ -121,6 +130,7 @@ __all__ = [
     "signal",
     "step_tool_name",
     "submit",
+    "tool",
     "tool_step",
     "valid_run_id",
     "view_run",

@@ -2,8 +2,11 @@
 
 The model is a :class:`ScriptedModel` driven by a function of the conversation, so a replayed
 run (which skips recorded model calls) gets the same next reply. Its tools act on a tiny
-ticket system kept as JSON files in ``<store>/.demo/``: a human reconciling an indeterminate
-``create_ticket`` can open ``tickets.json`` and see whether the ticket exists.
+ticket system and outbox kept as JSON files in ``<store>/.demo/``. The two writes show the
+difference idempotency makes: the ticket system deduplicates on the step's idempotency key, so
+``create_ticket`` is an *idempotent* write that simply runs again after a crash; the outbox
+does not, so an unfinished ``send_email`` stops the run until a human opens ``outbox.json`` and
+reconciles it.
 
 Runs the demo store holds (``build_demo_store``):
 
@@ -11,8 +14,10 @@ Runs the demo store holds (``build_demo_store``):
 - ``admin-rights``: completed after a human denied the ticket.
 - ``laptop-broken``: awaiting approval of two calls made in one turn (ticket and email).
 - ``shared-drive``: awaiting approval of one ticket.
-- ``crm-access``: indeterminate: a child process was SIGKILLed inside ``create_ticket`` after
-  the ticket was filed and before its result was recorded.
+- ``crm-access``: indeterminate. A first child process was SIGKILLed inside ``create_ticket``
+  after the ticket was filed: being idempotent, it ran again in the next child with the same
+  key (one ticket, two attempts). That child was SIGKILLed inside ``send_email`` after the
+  mail was queued: not idempotent, so it waits for a human.
 - ``vpn-access``: failed three times (the policy service is down: delete
   ``.demo/policy-service-down``, then ``agentrun retry vpn-access``).
 - ``password-reset``: ready (submitted, never run).
@@ -34,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StoreError
-from .gate import PolicyGate
+from .gate import gate_for
 from .loop import AgentConfig
 from .messages import Message, ToolCall
 from .model import ScriptedModel
@@ -43,7 +48,7 @@ from .run import Config, run, submit
 from .run import signal as send_signal
 from .stores import FileStore
 from .stores.fs import write_atomically
-from .tools import Result, Tool
+from .tools import Result, Tool, ToolContext
 from .view import view_store
 from .worker import Agent, note_failure
 
@@ -154,15 +159,22 @@ def read_list(root: Path, name: str) -> list[dict[str, Any]]:
     return data if isinstance(data, list) else []
 
 
-def _add_item(root: Path, name: str, make: Callable[[int], dict[str, Any]]) -> dict[str, Any]:
+def _add_item(
+    root: Path, name: str, make: Callable[[int], dict[str, Any]], *, key: str | None = None
+) -> dict[str, Any]:
     """Append ``make(n)`` (n: the next number) to a list file, durably, under a lock: several
-    runs and processes file tickets at once."""
+    runs and processes file tickets at once. With ``key``, an item already filed under that
+    key is returned instead (how the ticket system deduplicates)."""
     folder = demo_dir(root)
     folder.mkdir(parents=True, exist_ok=True)
     lock = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
         items = read_list(root, name)
+        if key is not None:
+            for old in items:
+                if isinstance(old, dict) and old.get("key") == key:
+                    return old
         item = make(len(items) + 1)
         items.append(item)
         write_atomically(folder / f"{name}.json", (json.dumps(items, indent=2) + "\n").encode())
@@ -171,10 +183,15 @@ def _add_item(root: Path, name: str, make: Callable[[int], dict[str, Any]]) -> d
     return item
 
 
-def demo_tools(root: Path, *, pace: float = PACE, crash_in_create: bool = False) -> list[Tool]:
-    """lookup_policy (read), create_ticket and send_email (writes) on the store's ticket
-    system. ``crash_in_create`` SIGKILLs the process right after a ticket is filed."""
+def demo_tools(root: Path, *, pace: float = PACE, crash_in: str | None = None) -> list[Tool]:
+    """lookup_policy (a read), create_ticket (an idempotent write: the ticket system
+    deduplicates on the key) and send_email (a write that is not) on the store's ticket system.
+    ``crash_in`` names a write that SIGKILLs the process right after it acted."""
     root = Path(root)
+
+    def crash_if(tool: str) -> None:
+        if crash_in == tool:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def lookup_policy(args: dict[str, Any]) -> str:
         topic = str(args.get("topic", "access"))
@@ -187,7 +204,7 @@ def demo_tools(root: Path, *, pace: float = PACE, crash_in_create: bool = False)
             )
         return POLICIES.get(topic, POLICIES["access"])
 
-    def create_ticket(args: dict[str, Any]) -> Result:
+    def create_ticket(args: dict[str, Any], ctx: ToolContext) -> Result:
         ticket = _add_item(
             root,
             "tickets",
@@ -195,10 +212,11 @@ def demo_tools(root: Path, *, pace: float = PACE, crash_in_create: bool = False)
                 "id": f"TICKET-{n}",
                 "summary": str(args.get("summary", "")),
                 "requester": str(args.get("requester", "")),
+                "key": ctx.idempotency_key,
             },
+            key=ctx.idempotency_key,
         )
-        if crash_in_create:
-            os.kill(os.getpid(), signal.SIGKILL)
+        crash_if("create_ticket")
         return Result(ticket["id"])
 
     def send_email(args: dict[str, Any]) -> Result:
@@ -207,27 +225,40 @@ def demo_tools(root: Path, *, pace: float = PACE, crash_in_create: bool = False)
             "outbox",
             lambda n: {"id": f"MAIL-{n}", **{k: str(v) for k, v in args.items()}},
         )
+        crash_if("send_email")
         return Result(f"email {mail['id']} sent to {args.get('to', '?')}")
 
     obj = {"type": "object"}
+    here = demo_dir(root)
     return [
         Tool("lookup_policy", "Look up the helpdesk policy on a topic", obj, lookup_policy),
-        Tool("create_ticket", "File a ticket in the ticket system", obj, create_ticket),
-        Tool("send_email", "Send an email", obj, send_email),
+        Tool(
+            "create_ticket",
+            "File a ticket in the ticket system",
+            obj,
+            create_ticket,
+            write=True,
+            idempotent=True,
+            hint=f"look in {here / 'tickets.json'} for a ticket with this step's key",
+        ),
+        Tool(
+            "send_email",
+            "Send an email",
+            obj,
+            send_email,
+            write=True,
+            hint=f"look in {here / 'outbox.json'} for the email (same recipient and subject)",
+        ),
     ]
 
 
 def demo_agent(
-    root: str | os.PathLike[str], *, pace: float = PACE, crash_in_create: bool = False
+    root: str | os.PathLike[str], *, pace: float = PACE, crash_in: str | None = None
 ) -> Agent:
-    """The demo helpdesk agent working on the ticket system of the store at ``root``."""
-    root = Path(root)
-    config = AgentConfig(
-        model=DemoModel(pace),
-        tools=demo_tools(root, pace=pace, crash_in_create=crash_in_create),
-        system=SYSTEM,
-    )
-    return Agent(config, PolicyGate(writes={"create_ticket", "send_email"}))
+    """The demo helpdesk agent working on the ticket system of the store at ``root``; its
+    gate comes from its tools (both writes need approval; create_ticket is idempotent)."""
+    tools = demo_tools(Path(root), pace=pace, crash_in=crash_in)
+    return Agent(AgentConfig(model=DemoModel(pace), tools=tools, system=SYSTEM), gate_for(tools))
 
 
 # -- the store ------------------------------------------------------------------------------
@@ -237,7 +268,7 @@ RUNS = {
     "admin-rights": "Please give me admin rights on the production database.",
     "laptop-broken": "My laptop screen is cracked: please order a new one and email my manager.",
     "shared-drive": "I need access to the finance shared drive.",
-    "crm-access": "I need access to the CRM.",
+    "crm-access": "I need access to the CRM; please email my manager when it is filed.",
     "vpn-access": "I cannot connect to the VPN from home.",
     "password-reset": "I forgot my password for the HR portal.",
     "access-audit": "Please audit my access rights across billing, VPN and CRM.",
@@ -251,7 +282,8 @@ def is_demo_store(root: Path) -> bool:
 
 def build_demo_store(root: Path) -> None:
     """Build the demo store into ``root``, which must be new or empty. Takes a second or so:
-    the indeterminate run is made by really killing a child process inside create_ticket."""
+    the crm-access run is made by really killing two child processes, inside create_ticket
+    (which then resumes on its own) and inside send_email (which then waits for a human)."""
     root = Path(root)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise StoreError(f"{root} is not empty: build the demo store into a new directory")
@@ -300,7 +332,11 @@ async def _build(store: FileStore) -> None:
 
     for marker in await until_pending("crm-access"):
         send_signal(store, "crm-access", "approve", {"marker": marker}, by="demo")
-    await asyncio.to_thread(_crash_in_child, store.root, "crm-access")
+    await asyncio.to_thread(_crash_in_child, store.root, "crm-access", "create_ticket")
+    # An idempotent write left unfinished is not the human's problem: the run is ready.
+    if view_store(store, "crm-access").status != "ready":
+        raise StoreError("demo: crm-access should be ready after the crash in create_ticket")
+    await asyncio.to_thread(_crash_in_child, store.root, "crm-access", "send_email")
 
     submit(store, "vpn-access", start("vpn-access"))
     for _ in range(3):  # a worker's whole budget, so the demo's worker leaves it failed
@@ -318,29 +354,29 @@ async def _build(store: FileStore) -> None:
             raise StoreError(f"demo: run {run_id} ended {status}; the demo store is incomplete")
 
 
-def _crash_in_child(root: Path, run_id: str) -> None:
-    """Resume ``run_id`` in a child process that SIGKILLs itself inside create_ticket."""
+def _crash_in_child(root: Path, run_id: str, tool: str) -> None:
+    """Resume ``run_id`` in a child process that SIGKILLs itself inside ``tool``."""
     proc = subprocess.run(
-        [sys.executable, "-m", "durableagent.demo", "--crash-run", str(root), run_id],
+        [sys.executable, "-m", "durableagent.demo", "--crash-run", str(root), run_id, tool],
         capture_output=True,
         text=True,
         timeout=60,
     )
     if proc.returncode != -signal.SIGKILL:
         raise StoreError(
-            f"demo: the child meant to die inside create_ticket exited {proc.returncode}: "
+            f"demo: the child meant to die inside {tool} exited {proc.returncode}: "
             f"{proc.stderr.strip()[-500:]}"
         )
 
 
-def _crash_child(root: Path, run_id: str) -> None:
-    agent = demo_agent(root, pace=0, crash_in_create=True)
+def _crash_child(root: Path, run_id: str, tool: str) -> None:
+    agent = demo_agent(root, pace=0, crash_in=tool)
     asyncio.run(run(Config(agent.config, agent.gate, FileStore(root)), run_id, None))
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--crash-run":
-        _crash_child(Path(sys.argv[2]), sys.argv[3])
+    if len(sys.argv) == 5 and sys.argv[1] == "--crash-run":
+        _crash_child(Path(sys.argv[2]), sys.argv[3], sys.argv[4])
     else:
-        print("usage: python -m durableagent.demo --crash-run STORE RUN", file=sys.stderr)
+        print("usage: python -m durableagent.demo --crash-run STORE RUN TOOL", file=sys.stderr)
         sys.exit(2)

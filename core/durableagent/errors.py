@@ -148,3 +148,26 @@ class RunChangedError(SignalError):
             f"run {run_id!r} changed since you looked (seq {expected} then, {actual} now); "
             "nothing was written: look at it again",
         )
+
+
+class ModelError(DurableAgentError):
+    """A model call produced no usable reply (the provider refused the request, or answered
+    with something that is not a reply). The model step is not recorded: the next attempt
+    calls the model again. ``status`` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class ModelRetryError(ModelError):
+    """A model call failed in a way that passes (rate limited, overloaded, a server error, a
+    lost connection). ``retry_after`` is how long the provider asked us to wait (its
+    ``Retry-After``), in seconds, or None: a worker waits at least that long before the next
+    attempt."""
+
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        self.retry_after = retry_after
+        super().__init__(message, status=status)

@@ -8,25 +8,32 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from .tools import Tool
+
 
 @dataclass(frozen=True, slots=True)
 class PolicyGate:
     """``writes``: tools with side effects. ``approve``: tools a human must approve (defaults to
-    ``writes``). ``deny``: tools refused outright."""
+    ``writes``). ``deny``: tools refused outright. ``idempotent``: writes whose external system
+    deduplicates on the step's idempotency key, so an unfinished one is run again instead of
+    waiting for a human (only writes count). :func:`gate_for` derives one from the tools."""
 
     writes: frozenset[str] = frozenset()
     approve: frozenset[str] | None = None
     deny: frozenset[str] = frozenset()
+    idempotent: frozenset[str] = frozenset()
 
     def __init__(
         self,
         writes: Iterable[str] = (),
         approve: Iterable[str] | None = None,
         deny: Iterable[str] = (),
+        idempotent: Iterable[str] = (),
     ) -> None:
         object.__setattr__(self, "writes", frozenset(writes))
         object.__setattr__(self, "approve", None if approve is None else frozenset(approve))
         object.__setattr__(self, "deny", frozenset(deny))
+        object.__setattr__(self, "idempotent", frozenset(idempotent))
 
     def is_write(self, tool: str) -> bool:
         return tool in self.writes
@@ -36,6 +43,22 @@ class PolicyGate:
 
     def is_denied(self, tool: str) -> bool:
         return tool in self.deny
+
+    def is_idempotent(self, tool: str) -> bool:
+        """A write that may run again with the same key (a read always may)."""
+        return tool in self.idempotent and tool in self.writes
+
+
+def gate_for(tools: Iterable[Tool], *, deny: Iterable[str] = ()) -> PolicyGate:
+    """The PolicyGate the tools declare (``Tool.write``, ``.approve``, ``.idempotent``), with
+    ``deny`` refused outright."""
+    tools = list(tools)
+    return PolicyGate(
+        writes={t.name for t in tools if t.write},
+        approve={t.name for t in tools if t.needs_approval},
+        deny=deny,
+        idempotent={t.name for t in tools if t.write and t.idempotent},
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -11,9 +12,9 @@ from typing import Any
 from .errors import IndeterminateError, LeaseLostError, RunStopped
 from .loop import StepFn
 from .messages import StepKind
-from .record import SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
+from .record import RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
 from .stores import Lease, Store
-from .tools import Result
+from .tools import Result, ToolContext, reset_context, set_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,11 +64,24 @@ def steps_still_running() -> int:
     return sum(1 for f in _UNFINISHED if not f.done())
 
 
+def idempotency_key(run_id: str, step: str, run_started: Record | None) -> str:
+    """The key a step hands to external systems: ``RUN:DIGEST:STEP``, the same every time the
+    step runs in this run. DIGEST (12 hex) is taken from the run's ``run.started`` record (its
+    time and input), so a run id used again for another run (a deleted journal, another store
+    on the same ticket system) never shares a key with the old one. Tools read it from
+    :class:`ToolContext`; treat it as opaque."""
+    seed = b""
+    if run_started is not None and run_started.type == RUN_STARTED:
+        seed = json.dumps([run_started.at, run_started.data], sort_keys=True).encode()
+    return f"{run_id}:{hashlib.sha256(seed).hexdigest()[:12]}:{step}"
+
+
 class StepIndex:
     """What the records say about each step, updated as records arrive (one pass, no scans)."""
 
     def __init__(self, records: Iterable[Record] = ()) -> None:
         self.started: dict[str, Record] = {}  # the latest step.started
+        self.starts: dict[str, int] = {}  # how many step.started records each step has
         self.completed: dict[str, Record] = {}  # the first step.completed
         self.reconciled: dict[str, Record] = {}  # the latest reconcile signal
         for r in records:
@@ -76,6 +90,7 @@ class StepIndex:
     def add(self, r: Record) -> None:
         if r.type == STEP_STARTED:
             self.started[r.step] = r
+            self.starts[r.step] = self.starts.get(r.step, 0) + 1
         elif r.type == STEP_COMPLETED:
             self.completed.setdefault(r.step, r)
         elif r.type == SIGNAL and signal_fields(r)[0] == "reconcile":
@@ -85,6 +100,15 @@ class StepIndex:
         """The step's latest start recorded ``write: true`` (the record, not today's gate)."""
         s = self.started.get(step)
         return s is not None and isinstance(s.data, dict) and s.data.get("write") is True
+
+    def is_idempotent(self, step: str) -> bool:
+        """The step's latest start recorded an idempotent write: unfinished, it is run again
+        with the same key rather than put to a human (the record decides, not today's gate)."""
+        s = self.started.get(step)
+        data = s.data if s is not None else None
+        return (
+            isinstance(data, dict) and data.get("write") is True and data.get("idempotent") is True
+        )
 
     def reconcile_for(self, step: str) -> Reconcile | None:
         """The reconcile that counts: the latest one after the step's latest start."""
@@ -96,11 +120,13 @@ class StepIndex:
         return Reconcile(step, str(p.get("outcome")), result if isinstance(result, str) else None)
 
     def indeterminate(self, step: str) -> bool:
-        """A write started, has no result, and no reconcile counts for it."""
+        """A write that is not idempotent started, has no result, and no reconcile counts
+        for it."""
         return (
             step in self.started
             and step not in self.completed
             and self.is_write(step)
+            and not self.is_idempotent(step)
             and self.reconcile_for(step) is None
         )
 
@@ -148,19 +174,28 @@ class Journal:
         *,
         write: bool = False,
         marker: str | None = None,
+        idempotent: bool = False,
+        hint: str = "",
     ) -> Any:
         """Run one step durably (SPEC §3). ``marker``, for a tool call, binds the start to the
         human decisions: the step.started record is appended under the journal's lock only if
         no deny for that marker has been recorded meanwhile; if one has, the call is refused
-        (an error result the model reads) and the tool is never called."""
+        (an error result the model reads) and the tool is never called.
+
+        A write's start records ``idempotent`` (the external system deduplicates on the
+        step's idempotency key: left unfinished, the step is run again instead of waiting for
+        a human) and ``hint`` (where a human checks whether it happened). ``fn`` runs with the
+        step's :class:`ToolContext` current."""
         done = self.index.completed.get(name)
         if done is not None:
             return done.data
         if name in self.index.started and self.index.is_write(name):
             verdict = self.index.reconcile_for(name)
             if verdict is None:
-                raise IndeterminateError(name)
-            if verdict.outcome == "done":
+                if not self.index.is_idempotent(name):
+                    raise IndeterminateError(name)
+                # Idempotent: run it again below, with the same key; the system deduplicates.
+            elif verdict.outcome == "done":
                 result = Result(verdict.result or "").to_dict()
                 return (await self.append(Record.make(STEP_COMPLETED, name, kind, result))).data
             # "retry": run it again below; the new start makes the reconcile count no more.
@@ -168,11 +203,20 @@ class Journal:
             raise LeaseLostError(self.run_id, self.lease.epoch, f"before step {name}")
         if self.stop is not None and self.stop():
             raise RunStopped(name)
-        started = {"write": write} if kind == StepKind.TOOL else {}
+        started: dict[str, Any] = {"write": write} if kind == StepKind.TOOL else {}
+        if kind == StepKind.TOOL and write and idempotent:
+            started["idempotent"] = True
+        if kind == StepKind.TOOL and write and hint:
+            started["hint"] = hint
         refusal = await self._start(name, kind, started, marker)
         if refusal is not None:
             return refusal
-        value = await self._call(fn)
+        key = idempotency_key(self.run_id, name, self.records[0] if self.records else None)
+        token = set_context(ToolContext(self.run_id, name, self.index.starts[name], key))
+        try:
+            value = await self._call(fn)  # its task copies the context: the tool sees ctx
+        finally:
+            reset_context(token)
         # The first execution returns what a replay would: the value passed through JSON.
         value = json.loads(json.dumps(value, allow_nan=False))
         return (await self.append(Record.make(STEP_COMPLETED, name, kind, value))).data

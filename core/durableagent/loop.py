@@ -10,7 +10,7 @@ from .errors import MaxTurnsExceeded
 from .gate import Pending, PolicyGate, marker_for
 from .messages import Message, StepKind, ToolCall, model_step, tool_step
 from .model import Model
-from .tools import Result, Tool
+from .tools import Result, Tool, plain_context, reset_context, set_context
 
 StepFn = Callable[[], Awaitable[Any]]
 
@@ -26,6 +26,8 @@ class StepRunner(Protocol):
         *,
         write: bool = False,
         marker: str | None = None,
+        idempotent: bool = False,
+        hint: str = "",
     ) -> Any: ...
 
     def is_recorded(self, name: str) -> bool: ...
@@ -42,8 +44,14 @@ class PlainRunner:
         *,
         write: bool = False,
         marker: str | None = None,
+        idempotent: bool = False,
+        hint: str = "",
     ) -> Any:
-        return await fn()
+        token = set_context(plain_context(name))
+        try:
+            return await fn()
+        finally:
+            reset_context(token)
 
     def is_recorded(self, name: str) -> bool:
         return False
@@ -111,6 +119,7 @@ async def run_loop(
             for s, m, c in zip(steps, markers, reply.tool_calls, strict=True)
             if not runner.is_recorded(s)
             and gate.needs_approval(c.name)
+            and c.error is None  # a malformed call is refused below, never put to a human
             and not gate.is_denied(c.name)
             and m not in approved_set
             and m not in denied_map
@@ -123,12 +132,30 @@ async def run_loop(
             # A call that will act carries its marker: a deny recorded after this attempt
             # began still stops it, up to the moment its start is recorded.
             recorded = await runner.run_step(
-                step, StepKind.TOOL, fn, write=write, marker=marker if acts else None
+                step,
+                StepKind.TOOL,
+                fn,
+                write=write,
+                marker=marker if acts else None,
+                **_write_policy(tools.get(call.name), gate, write),
             )
             result = Result.from_dict(recorded)
             convo.append(Message("tool", result.content, tool_call_id=call.id, name=call.name))
 
     raise MaxTurnsExceeded(config.max_turns)
+
+
+def _write_policy(tool: Tool | None, gate: PolicyGate, write: bool) -> dict[str, Any]:
+    """``idempotent`` and ``hint`` for a write's start, passed only when they apply so that a
+    StepRunner written before them still runs every other call."""
+    if not write or tool is None:
+        return {}
+    policy: dict[str, Any] = {}
+    if gate.is_idempotent(tool.name):
+        policy["idempotent"] = True
+    if tool.hint:
+        policy["hint"] = tool.hint
+    return policy
 
 
 def _tool_fn(
@@ -147,6 +174,8 @@ def _tool_fn(
         refusal = denied[marker]
     elif call.name not in tools:
         refusal = f"unknown tool {call.name!r}; available: {', '.join(sorted(tools)) or 'none'}"
+    elif call.error is not None:
+        refusal = call.error
     if refusal is not None:
         refused = Result(refusal, is_error=True).to_dict()
 

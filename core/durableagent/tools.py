@@ -1,9 +1,12 @@
-"""Tools and their results."""
+"""Tools, their results, and the context a tool call runs in."""
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
+import typing
+import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,27 +29,104 @@ class Result:
         return cls(content=d["content"], is_error=bool(d.get("is_error", False)))
 
 
-ToolFn = Callable[[dict[str, Any]], "Result | str | Awaitable[Result | str]"]
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Where a tool call runs: pass ``idempotency_key`` to the external system (an
+    ``Idempotency-Key`` header, a ticket's external id) so that running the step again does
+    not do the work twice.
+
+    - ``run_id``: the run ("" in a plain run, which has no journal).
+    - ``step``: the step name, e.g. ``tool/2/0/create_ticket``.
+    - ``attempt``: 1 the first time this step runs, 2 the next, ... (its ``step.started``
+      records so far, this one included).
+    - ``idempotency_key``: the same string every time this step runs in this run (see
+      :func:`durableagent.journal.idempotency_key`); never the same for two runs. A plain run
+      is not durable, so each of its calls gets a fresh key.
+    """
+
+    run_id: str
+    step: str
+    attempt: int
+    idempotency_key: str
+
+
+_CONTEXT: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
+    "durableagent_tool_context", default=None
+)
+
+
+def current_context() -> ToolContext:
+    """The context of the step running now. The runner sets it around the step (a context
+    variable, so it reaches sync tools in their thread too); outside a runner it is a plain
+    call's: no run, attempt 1, a fresh key."""
+    ctx = _CONTEXT.get()
+    return ctx if ctx is not None else plain_context("")
+
+
+def plain_context(step: str) -> ToolContext:
+    """The context of a step run without a journal: nothing can run it again, so its key is
+    fresh (a constant key would make an external system merge unrelated calls)."""
+    return ToolContext("", step, 1, f"plain-{uuid.uuid4().hex}:{step}")
+
+
+def set_context(ctx: ToolContext) -> contextvars.Token[ToolContext | None]:
+    """Make ``ctx`` the current step's context; undo with :func:`reset_context`."""
+    return _CONTEXT.set(ctx)
+
+
+def reset_context(token: contextvars.Token[ToolContext | None]) -> None:
+    _CONTEXT.reset(token)
+
+
+ToolFn = Callable[..., "Result | str | Awaitable[Result | str]"]
 
 
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A tool the model may call. ``fn`` takes the arguments dict and returns a Result or a
-    str, sync or async. A tool that raises has produced no result (its step is not recorded)."""
+    str, sync or async; when it also has a parameter annotated :class:`ToolContext` (or named
+    ``ctx``), that is passed by keyword. A tool that raises has produced no result (its step
+    is not recorded).
+
+    The policy lives with the tool (:func:`durableagent.gate_for` turns it into a PolicyGate):
+    ``write`` (it has side effects), ``approve`` (a human must approve each call; None: the
+    same as ``write``), ``idempotent`` (a write the external system deduplicates on the
+    step's idempotency key, so an unfinished one is simply run again) and ``hint`` (where a
+    human can check whether an unfinished write happened, shown when reconciling)."""
 
     name: str
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
     fn: ToolFn | None = None
+    write: bool = False
+    approve: bool | None = None
+    idempotent: bool = False
+    hint: str = ""
+    _ctx_param: str | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.idempotent and not self.write:
+            raise ValueError(
+                f"tool {self.name!r}: idempotent applies to writes (a read is always run "
+                "again); declare it write=True, idempotent=True"
+            )
+        if self.fn is not None:
+            object.__setattr__(self, "_ctx_param", context_parameter(self.fn))
+
+    @property
+    def needs_approval(self) -> bool:
+        """Whether each call waits for a human (``approve``, else ``write``)."""
+        return self.write if self.approve is None else self.approve
 
     async def call(self, arguments: dict[str, Any]) -> Result:
         """Run the tool. Sync tools run in a thread so a slow one never stalls the event loop."""
         if self.fn is None:
             raise RuntimeError(f"tool {self.name!r} has no function")
+        extra = {} if self._ctx_param is None else {self._ctx_param: current_context()}
         if inspect.iscoroutinefunction(self.fn):
-            out = await self.fn(arguments)
+            out = await self.fn(arguments, **extra)
         else:
-            out = await asyncio.to_thread(self.fn, arguments)
+            out = await asyncio.to_thread(self.fn, arguments, **extra)
             if inspect.isawaitable(out):
                 out = await out
         if isinstance(out, str):
@@ -54,3 +134,29 @@ class Tool:
         if isinstance(out, Result):
             return out
         raise TypeError(f"tool {self.name!r} returned {type(out).__name__}; return a Result or str")
+
+
+def context_parameter(fn: Callable[..., Any]) -> str | None:
+    """The name of ``fn``'s keyword parameter that takes a ToolContext: one annotated
+    ToolContext (any name), else one named ``ctx``; None when it takes none."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin without a signature takes no context
+        return None
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # unresolvable annotations: fall back to their text
+        hints = {}
+    named = None
+    # The first positional parameter receives the arguments dict, whatever its name.
+    for i, p in enumerate(params.values()):
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) or (
+            i == 0 and p.kind == p.POSITIONAL_OR_KEYWORD
+        ):
+            continue
+        hint = hints.get(p.name, p.annotation)
+        if hint is ToolContext or hint == "ToolContext" or hint == "ToolContext | None":
+            return p.name
+        if p.name == "ctx" and named is None:
+            named = p.name
+    return named

@@ -26,6 +26,24 @@ from .stores import Store
 
 
 @dataclass(frozen=True)
+class Tokens:
+    """Tokens a model used, as its provider reported them."""
+
+    input: int = 0
+    output: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+    def __add__(self, other: Tokens) -> Tokens:
+        return Tokens(self.input + other.input, self.output + other.output)
+
+    def to_dict(self) -> dict[str, int]:
+        return {"input_tokens": self.input, "output_tokens": self.output}
+
+
+@dataclass(frozen=True)
 class StepView:
     """One step of a run: when it started, whether it finished, and with what."""
 
@@ -39,6 +57,10 @@ class StepView:
     completed_at: float | None = None
     attempts: int = 0
     call: ToolCall | None = None  # for a tool step: the call the model step asked for
+    usage: Tokens | None = None  # for a model step: the tokens its recorded reply used
+    idempotent: bool = False  # a write that re-runs on its own (its latest start says so)
+    hint: str = ""  # a write's: where a human checks whether it happened (journal text)
+    model: str | None = None  # for a model step: the model that answered, as reported
 
 
 @dataclass(frozen=True)
@@ -63,6 +85,7 @@ class RunView:
     leased: bool = False
     signals: tuple[Record, ...] = field(default=())
     forked_from: ForkedFrom | None = None  # a fork's origin; its forks: durableagent.forks_of
+    tokens: Tokens | None = None  # the model steps' usage summed; None when none reported
 
     @property
     def last_seq(self) -> int:
@@ -120,6 +143,7 @@ def view_run(
                 s["result"] = r.data
                 if r.kind == "model":
                     _note_calls(r, calls)
+                    s["usage"], s["model"] = _usage(r.data)
         elif t == SIGNAL:
             signals.append(r)
         elif t == RUN_COMPLETED:
@@ -135,6 +159,8 @@ def view_run(
             name=n,
             kind=s["kind"],
             write=index.is_write(n),
+            idempotent=index.is_idempotent(n),
+            hint=_hint(index.started.get(n)),
             started=n in index.started,
             completed="completed_at" in s,
             result=s.get("result"),
@@ -142,9 +168,12 @@ def view_run(
             completed_at=s.get("completed_at"),
             attempts=s["attempts"],
             call=calls.get(n),
+            usage=s.get("usage"),
+            model=s.get("model"),
         )
         for n, s in steps.items()
     )
+    used = [v.usage for v in step_views if v.usage is not None]
     status = status_fold.status(outcome, leased)
     stuck_name = status_fold.indeterminate
     stuck = next((v for v in step_views if v.name == stuck_name), None)
@@ -169,6 +198,7 @@ def view_run(
         leased=leased,
         signals=tuple(signals),
         forked_from=status_fold.origin,
+        tokens=sum(used, Tokens()) if used else None,
     )
 
 
@@ -201,6 +231,23 @@ def _message(d: Any) -> Message | None:
         return Message.from_dict(d)
     except (ValueError, TypeError, KeyError):
         return None
+
+
+def _hint(started: Record | None) -> str:
+    hint = (
+        started.data.get("hint") if started is not None and isinstance(started.data, dict) else None
+    )
+    return hint if isinstance(hint, str) else ""
+
+
+def _usage(data: Any) -> tuple[Tokens | None, str | None]:
+    """A recorded reply's usage and model (journal text: anything odd reads as none)."""
+    msg = _message(data)
+    if msg is None:
+        return None, None
+    u = msg.usage or {}
+    tokens = Tokens(u.get("input_tokens", 0), u.get("output_tokens", 0)) if u else None
+    return tokens, msg.model
 
 
 def _note_calls(r: Record, calls: dict[str, ToolCall]) -> None:

@@ -51,12 +51,24 @@ class Agent:
     gate: PolicyGate
 
 
-def backoff_delay(failures: int, base: float, cap: float) -> float:
+def backoff_delay(
+    failures: int, base: float, cap: float, retry_after: float | None = None
+) -> float:
     """Seconds to wait before the next attempt after ``failures`` failed ones (1, 2, 3, ...):
-    ``base``, ``2*base``, ``4*base``, ... never more than ``cap``."""
+    ``base``, ``2*base``, ``4*base``, ... never more than ``cap``, and never less than the
+    ``retry_after`` the last failure asked for (a provider's Retry-After outranks our cap)."""
     if failures <= 0:
         return 0.0
-    return float(min(cap, base * 2 ** (failures - 1)))
+    return float(max(min(cap, base * 2 ** (failures - 1)), retry_after or 0.0))
+
+
+def retry_after_of(error: BaseException) -> float | None:
+    """How long the failure asked us to wait: its ``retry_after`` attribute (set by the model
+    adapters from a provider's Retry-After), when that is a finite number of seconds."""
+    value = getattr(error, "retry_after", None)
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e9:
+        return float(value)
+    return None
 
 
 # -- the shared failure count ---------------------------------------------------------------
@@ -71,6 +83,7 @@ class Attempts:
     signals: int
     at: float
     error: str = ""
+    retry_after: float | None = None  # what the last failure asked us to wait, seconds
 
 
 def read_attempts(store: Store, run_id: str) -> Attempts | None:
@@ -80,7 +93,14 @@ def read_attempts(store: Store, run_id: str) -> Attempts | None:
     if d is None:
         return None
     try:
-        return Attempts(int(d["failures"]), int(d["signals"]), float(d["at"]), str(d["error"]))
+        wait = d.get("retry_after")
+        return Attempts(
+            int(d["failures"]),
+            int(d["signals"]),
+            float(d["at"]),
+            str(d["error"]),
+            None if wait is None else float(wait),
+        )
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -97,7 +117,7 @@ def note_failure(store: Store, run_id: str, error: BaseException) -> int:
     signals = _signals(store, run_id)
     failures = _failures_now(read_attempts(store, run_id), signals) + 1
     text = f"{type(error).__name__}: {error}"
-    attempts = Attempts(failures, signals, time.time(), text)
+    attempts = Attempts(failures, signals, time.time(), text, retry_after_of(error))
     store.write_failures(run_id, attempts.__dict__)
     return failures
 
@@ -293,7 +313,9 @@ class Worker:
             return
         self._gave_up.discard(run_id)
         if failures and attempts is not None:
-            due = attempts.at + backoff_delay(failures, self.backoff, self.max_backoff)
+            due = attempts.at + backoff_delay(
+                failures, self.backoff, self.max_backoff, attempts.retry_after
+            )
             wait = due - time.time()
             if wait > 0:
                 if run_id not in self._timers:
@@ -356,7 +378,9 @@ class Worker:
             note_failure(self.store, run_id, error)
             self._seen_failures.pop(run_id, None)
         except (DurableAgentError, OSError) as e:
-            self._seen_failures[run_id] = Attempts(failures, signals, time.time(), text)
+            self._seen_failures[run_id] = Attempts(
+                failures, signals, time.time(), text, retry_after_of(error)
+            )
             log.warning(
                 "run %s: cannot record its failure count in the store (%s); counting in "
                 "memory and retrying with backoff",
@@ -364,7 +388,7 @@ class Worker:
                 e,
             )
         if failures < self.max_attempts:
-            delay = backoff_delay(failures, self.backoff, self.max_backoff)
+            delay = backoff_delay(failures, self.backoff, self.max_backoff, retry_after_of(error))
             log.warning("run %s failed (%s); retry in %.1fs", run_id, text, delay)
         else:
             log.warning(

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 from ..fold import Fold, RunStatus, Summary
@@ -71,6 +71,7 @@ def view_dict(
         "indeterminate": None,
         "answer": None if view.answer is None else view.answer.to_dict(),
         "leased": view.leased,
+        "tokens": None if view.tokens is None else view.tokens.to_dict(),
         "forked_from": origin_dict(view.forked_from),
     }
     if forks is not None:
@@ -84,6 +85,7 @@ def view_dict(
             "started_at": s.started_at,
             "started_at_iso": iso(s.started_at),
             "attempts": s.attempts,
+            "hint": s.hint,
         }
     if records:
         d["input"] = [m.to_dict() for m in view.input]
@@ -92,6 +94,8 @@ def view_dict(
                 "name": s.name,
                 "kind": s.kind,
                 "write": s.write,
+                "idempotent": s.idempotent,
+                "hint": s.hint,
                 "started": s.started,
                 "completed": s.completed,
                 "result": s.result,
@@ -101,6 +105,8 @@ def view_dict(
                 "completed_at": s.completed_at,
                 "completed_at_iso": iso(s.completed_at),
                 "call": None if s.call is None else s.call.to_dict(),
+                "usage": None if s.usage is None else s.usage.to_dict(),
+                "model": s.model,
             }
             for s in view.steps
         ]
@@ -152,7 +158,8 @@ def cmd_ls(args: argparse.Namespace) -> int:
     store = store_of(args)
     if args.watch:
         return _watch(args, store)
-    sys.stdout.write(_listing(args, store, store.summaries()))
+    for chunk in _listing(args, store, store.summaries()):
+        sys.stdout.write(chunk)
     return 0
 
 
@@ -163,13 +170,16 @@ def _selected(args: argparse.Namespace, summaries: list[Summary]) -> list[Summar
     return runs
 
 
-def _listing(args: argparse.Namespace, store: Store, summaries: list[Summary]) -> str:
-    """What ``ls`` prints: the table, or one JSON object per run."""
+def _listing(args: argparse.Namespace, store: Store, summaries: list[Summary]) -> Iterator[str]:
+    """What ``ls`` prints, in pieces: the table, or one JSON object per run."""
     runs = _selected(args, summaries)
     if args.json:
-        return "".join(dump(summary_dict(s)) + "\n" for s in runs)
+        for i in range(0, len(runs), 1000):
+            yield "".join(dump(summary_dict(s)) + "\n" for s in runs[i : i + 1000])
+        return
     if not runs:
-        return f"no runs in {describe(store)}" + (" with that status" if args.status else "") + "\n"
+        yield f"no runs in {describe(store)}" + (" with that status" if args.status else "") + "\n"
+        return
     now = time.time()
     words = {status: status_word(status) for status in RunStatus}
     rows = [("STATUS", "RUN", "STEPS", "MODEL CALLS", "WAITING ON", "LAST ACTIVITY")]
@@ -184,10 +194,12 @@ def _listing(args: argparse.Namespace, store: Store, summaries: list[Summary]) -
         )
         for s in runs
     ]
-    # One format per row (100,000 rows is a normal store): the widths first, then the lines.
+    # One format per row (100,000 rows is a normal store): the widths first, then the lines,
+    # written a thousand at a time.
     widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join(line.format(*r).rstrip() for r in rows) + "\n"
+    for i in range(0, len(rows), 1000):
+        yield "".join(line.format(*r).rstrip() + "\n" for r in rows[i : i + 1000])
 
 
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
@@ -206,15 +218,14 @@ def _watch(args: argparse.Namespace, store: Store) -> int:
         )
 
     def draw(summaries: list[Summary], first: bool) -> None:
-        text = _listing(args, store, summaries)
         if tty:
             when = time.strftime("%H:%M:%S")
-            text = (
-                f"{CLEAR}agentrun ls --watch  {describe(store)}  {when}  (ctrl+c quits)\n\n{text}"
-            )
+            head = f"agentrun ls --watch  {describe(store)}  {when}  (ctrl+c quits)"
+            sys.stdout.write(f"{CLEAR}{head}\n\n")
         elif not first:
-            text = "\n" + text
-        sys.stdout.write(text)
+            sys.stdout.write("\n")
+        for chunk in _listing(args, store, summaries):
+            sys.stdout.write(chunk)
         sys.stdout.flush()
 
     asyncio.run(follow.watch_listing(store, draw, key, redraw_anyway=tty))
@@ -228,17 +239,23 @@ def _describe(r: Record) -> str:
         first = msgs[0].get("content", "") if msgs and isinstance(msgs[0], dict) else ""
         return f"input: {one_line(first)}"
     if r.type == STEP_STARTED:
-        return "write" if data.get("write") else ""
+        if data.get("write") is not True:
+            return ""
+        return "write, idempotent" if data.get("idempotent") is True else "write"
     if r.type == STEP_COMPLETED:
         if r.kind == "model":
             calls = data.get("tool_calls") or []
             if calls:
-                return "asks " + ", ".join(
-                    f"{clean(c.get('name'))}({one_line(args_text(c.get('arguments')), 60)})"
-                    for c in calls
-                    if isinstance(c, dict)
+                return (
+                    "asks "
+                    + ", ".join(
+                        f"{clean(c.get('name'))}({one_line(args_text(c.get('arguments')), 60)})"
+                        for c in calls
+                        if isinstance(c, dict)
+                    )
+                    + _usage_text(data)
                 )
-            return f"answer: {one_line(data.get('content', ''))}"
+            return f"answer: {one_line(data.get('content', ''))}{_usage_text(data)}"
         error = " (error)" if data.get("is_error") else ""
         return f"result{error}: {one_line(data.get('content', ''))}"
     if r.type == SIGNAL:
@@ -259,6 +276,17 @@ def _describe(r: Record) -> str:
         msg = data.get("message") or {}
         return f"answer: {one_line(msg.get('content', '') if isinstance(msg, dict) else '')}"
     return ""
+
+
+def _usage_text(data: dict[str, Any]) -> str:
+    """`` [120 in, 13 out tokens]`` for a recorded reply that says what it used."""
+    try:
+        u = Message.from_dict(data).usage
+    except (ValueError, TypeError, KeyError):  # journal text: an odd reply shows no usage
+        return ""
+    if not u:
+        return ""
+    return f"  [{u.get('input_tokens', 0)} in, {u.get('output_tokens', 0)} out tokens]"
 
 
 def timeline_line(r: Record) -> str:
@@ -303,9 +331,11 @@ def _header(view: RunView, forks: list[str]) -> str:
         f"started  {stamp(view.started_at)}",
         f"last     {stamp(view.last_activity)}",
         f"steps    {len(view.steps)}, model calls {view.model_calls}",
-        "",
-        "timeline",
     ]
+    if view.tokens is not None:
+        t = view.tokens
+        lines.append(f"tokens   {t.input} in, {t.output} out ({t.total} in all)")
+    lines += ["", "timeline"]
     return "\n".join(lines)
 
 
@@ -363,14 +393,11 @@ def _next_steps(store: Store, view: RunView) -> None:
         if s.call is not None:
             print(f"  tool       {clean(s.call.name)}")
             print(f"  arguments  {args_text(s.call.arguments)}")
+        if s.hint:
+            print(f"  check      {one_line(s.hint, 200)}")
         print("it may or may not have happened: check the external system, then")
         print(f"  agentrun reconcile {run} {clean(s.name)} --done RESULT   (it happened)")
         print(f"  agentrun reconcile {run} {clean(s.name)} --retry         (it did not)")
-        from ..demo import demo_dir, is_demo_store
-
-        root = getattr(store, "root", None)
-        if root is not None and is_demo_store(root):
-            print(f"(demo: the ticket system is {demo_dir(root) / 'tickets.json'})")
     elif view.status == RunStatus.FAILED:
         print(f"failed: {clean(view.error)}")
         print(f"fix the cause, then: agentrun retry {run}")

@@ -178,11 +178,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     worker_log = logging.getLogger("durableagent.worker")
     worker_log.addHandler(logging.NullHandler())
     worker_log.propagate = False
-    thread = WorkerThread(
-        Worker(demo_agent(root), store, backoff=2.0, grace=5.0, rescan=2.0)
-    ).start()
+    agent = demo_agent(root)
+    hints = {t.name: t.hint for t in agent.config.tools if t.hint}
+    thread = WorkerThread(Worker(agent, store, backoff=2.0, grace=5.0, rescan=2.0)).start()
     try:
-        return int(run_tui(store))
+        return int(run_tui(store, hints=hints))
     finally:
         if not thread.stop():
             print("agentrun demo: the worker did not stop in time", file=sys.stderr)

@@ -35,7 +35,7 @@ from ..ids import check_run_id, valid_run_id
 from ..outcome import Outcome
 from ..record import LineError, Record, encode_line, line_seq
 from . import file_logs
-from .file_logs import ATTEMPTS_DIR, SummaryIndex, row_of, summary_of
+from .file_logs import ATTEMPTS_DIR, SummaryIndex, fields, row_of, summary_of
 from .fs import (
     O_READ,
     O_WRITE,
@@ -461,7 +461,7 @@ class FileStore:
         root_mtime = os.stat(self.root).st_mtime_ns
         fresh = []
         if listed is not None and listed[1] == file_logs.stamp_of(root_mtime, 0):
-            journals = {i: file_logs.is_regular(row) for i, row in rows.items()}
+            journals = {i: file_logs.is_regular(line) for i, line in rows.items()}
         else:
             journals = self._journal_names()
             fresh.append(file_logs.listing_row(root_mtime))
@@ -470,16 +470,17 @@ class FileStore:
         unsettled = [
             i
             for i, regular in journals.items()
-            if not regular or (row := rows.get(i)) is None or row[2] != "completed"
+            if not regular or (line := rows.get(i)) is None or fields(line)[1] != "completed"
         ]
         with_attempts: set[str] | None = None
         for run_id, stamp in self._stamps(unsettled).items():
-            row = rows.get(run_id)
-            if row is None or row[1] != stamp:
+            line = rows.get(run_id)
+            if line is None or fields(line)[0] != stamp:
                 if with_attempts is None:  # one listing, not a failed open per new run
                     with_attempts = set(self.dir.listing(ATTEMPTS_DIR, ".jsonl"))
                     with_attempts |= set(self.dir.listing(OUTCOMES_DIR, ".json"))
-                rows[run_id] = row = self._rebuild(run_id, stamp, run_id in with_attempts)
+                row = self._rebuild(run_id, stamp, run_id in with_attempts)
+                rows[run_id] = file_logs.joined(row)
                 fresh.append(row)
         if fresh:
             with suppress(OSError, DurableAgentError):
@@ -488,7 +489,7 @@ class FileStore:
             with suppress(OSError, DurableAgentError):
                 self._index.compact()
         held = self._held_leases()
-        return [summary_of(rows[i], i in held) for i in sorted(journals) if i in rows]
+        return [summary_of(rows[i].split("\t"), i in held) for i in sorted(journals) if i in rows]
 
     def summary(self, run_id: str) -> Summary | None:
         """One run's status line (from its journal: a single run is cheap to fold)."""

@@ -201,9 +201,20 @@ def listing_row(root_mtime: int) -> Row:
     ]
 
 
-def is_regular(row: Row) -> bool:
+def fields(line: str) -> tuple[str, str]:
+    """A stored row's (stamp, status), without splitting the rest."""
+    _, stamp, status, _ = line.split("\t", 3)
+    return stamp, status
+
+
+def is_regular(line: str) -> bool:
     """False for the row of a journal that is not a regular file."""
-    return not row[1].startswith("-")
+    return not fields(line)[0].startswith("-")
+
+
+def joined(row: Row) -> str:
+    """A row as the index stores it (without its newline)."""
+    return "\t".join(row)
 
 
 _STATUS = {str(s): s for s in RunStatus}
@@ -296,8 +307,9 @@ class SummaryIndex:
                     os.close(fd)
         self._dfd = self._lock = self._log = None
 
-    def read(self) -> tuple[dict[str, Row], int]:
-        """The last row of each run, and how many rows the log holds."""
+    def read(self) -> tuple[dict[str, str], int]:
+        """The last row of each run (unsplit: a listing keeps 100,000 of them), and how many
+        rows the log holds."""
         data = self.sdir.read_file(SUMMARIES_DIR, _INDEX) or b""
         return _rows(data)
 
@@ -317,21 +329,21 @@ class SummaryIndex:
                 finally:
                     os.close(log)
                 rows, _ = _rows(data)
-                body = b"".join(map(_line, rows.values()))
+                body = "".join(f"{line}\n" for line in rows.values()).encode()
                 with contextlib.suppress(OSError):  # a full disk keeps the long log
                     replace_in(dfd, _INDEX, body)
             finally:
                 os.close(lock)
 
 
-def _rows(data: bytes) -> tuple[dict[str, Row], int]:
-    """The last row of each run in an index log, and how many rows it holds (a torn last line
-    and rows of another shape are skipped)."""
+def _rows(data: bytes) -> tuple[dict[str, str], int]:
+    """The last row of each run in an index log, unsplit, and how many rows it holds (a torn
+    last line and rows of another shape are skipped)."""
     lines = data.decode("utf-8", "replace").split("\n")
     lines.pop()  # after the last newline: empty, or torn
-    rows: dict[str, Row] = {}
+    rows: dict[str, str] = {}
+    tabs = _FIELDS - 1
     for line in lines:
-        row = line.split("\t")
-        if len(row) == _FIELDS:
-            rows[row[0]] = row
+        if line.count("\t") == tabs:
+            rows[line[: line.index("\t")]] = line
     return rows, len(lines)

@@ -1,0 +1,1 @@
+"""Agents you can run: ``agentrun worker --agent examples.helpdesk_openai:agent``."""
