@@ -151,6 +151,60 @@ def test_a_fork_resumed_by_a_worker_replays_the_copy_and_runs_the_fixed_agent_fr
     assert shown_json["forks"] == ["a2"] and shown_json["forked_from"] is None
 
 
+# A forker killed (SIGKILL) after its fourth append: the real write_fork, cut short.
+KILLED_FORKER = """
+import os, signal, sys
+from durableagent import FileStore, fork
+
+class Dying:
+    def __init__(self, store):
+        self.store, self.appends = store, 0
+    def append(self, *args, **kwargs):
+        if self.appends == 4:
+            os.kill(os.getpid(), signal.SIGKILL)
+        self.appends += 1
+        return self.store.append(*args, **kwargs)
+    def __getattr__(self, name):
+        return getattr(self.store, name)
+
+fork(Dying(FileStore(sys.argv[1])), "a1", "a2", at_step="llm/3", by="bo", reason="fix")
+"""
+
+
+def test_a_fork_killed_midway_is_never_run_and_the_same_fork_finishes_it(
+    tmp_path: Path, children: list[Child]
+) -> None:
+    root = tmp_path / "runs"
+    s = str(root)
+    assert agentrun("submit", "a1", "I need billing access", "--store", s).code == 0
+    v1 = worker(children, root, "_ops_agents:helpdesk_v1", tmp_path / "v1.log")
+    wait_for(lambda: status(root, "a1") == RunStatus.AWAITING_APPROVAL, 30, "a1 to ask")
+    assert agentrun("approve", "a1", "--all", "--store", s).code == 0
+    wait_for(lambda: status(root, "a1") == RunStatus.COMPLETED, 30, "a1 to complete")
+
+    killed = subprocess.run(
+        [sys.executable, "-c", KILLED_FORKER, s], env=child_env(), capture_output=True
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    left = FileStore(root).load("a2")
+    assert len(left) == 4 and left[0].data["forked_from"]["copied"] == 9
+
+    # The worker looks at the store after the kill (it answers a new run) and leaves a2 be.
+    assert agentrun("submit", "probe", "hello", "--store", s).code == 0
+    wait_for(lambda: status(root, "probe") == RunStatus.AWAITING_APPROVAL, 30, "the probe")
+    assert FileStore(root).load("a2") == left
+    r = agentrun("show", "a2", "--store", s)
+    refused(r, "run a2 is an interrupted fork of a1 at llm/3 (3 of 9 records copied)")
+    assert "corrupt" in agentrun("ls", "--store", s).out.split("a2")[0].splitlines()[-1]
+
+    r = agentrun("fork", "a1", "--at", "llm/3", "--as", "a2", "--reason", "again", "--store", s)
+    assert r.code == 0 and r.out.startswith("finished the interrupted fork: forked a1"), r
+    wait_for(lambda: status(root, "a2") == RunStatus.COMPLETED, 30, "a2 to complete")
+    v1.stop()
+    assert lines(root, "model").count("v1 llm/3") == 2  # a1's, then a2's: nothing before it
+    assert lines(root, "lookups") == ["v1", "v1"]  # a1's and the probe's
+
+
 def test_fork_refusals_are_one_line_and_name_the_run(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     submit(FileStore(root), "a1", [Message("user", "hi")])
@@ -165,6 +219,21 @@ def test_fork_refusals_are_one_line_and_name_the_run(tmp_path: Path) -> None:
     usage(fork("a1", "llm/1", "b"), "--reason")
     assert fork("a1", "llm/1", "b", "--reason", "x").code == 0
     refused(fork("a1", "llm/1", "b", "--reason", "x"), "run 'b' already exists")
+
+
+def test_fork_completes_the_steps_a_fork_may_start_at(tmp_path: Path) -> None:
+    from test_completion import complete
+
+    from durableagent.demo import build_demo_store
+
+    root = tmp_path / "demo"
+    build_demo_store(root)
+    offered = complete(f"agentrun fork --store {root} billing-access --at ")
+    assert offered[:2] == ["llm/1", "tool/1/0/lookup_policy"] and "llm/3" in offered
+    assert complete(f"agentrun fork --store {root} laptop-broken --at tool/2/1") == [
+        "tool/2/1/send_email"
+    ]
+    assert complete(f"agentrun audit --store {root} --run bill") == ["billing-access"]
 
 
 # -- follow --------------------------------------------------------------------------------
@@ -281,3 +350,39 @@ def test_ls_watch_prints_a_new_listing_after_a_blank_line_at_each_change(
     out = watcher.until(lambda seen: len(seen) == len(first) + 4)
     assert out[len(first)] == "" and out[len(first) + 1].startswith("STATUS")
     assert {line.split()[2] for line in out[len(first) + 2 :]} == {"r1", "r2"}
+
+
+def test_ls_watch_on_a_terminal_clears_the_screen_and_redraws(tmp_path: Path) -> None:
+    import os
+    import pty
+    import select
+
+    root = tmp_path / "runs"
+    submit(FileStore(root), "r1", [Message("user", "hi")])
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "durableagent.cli", "ls", "--watch", "--store", str(root)],
+        env=child_env(),
+        stdout=slave,
+        stderr=subprocess.PIPE,
+    )
+    os.close(slave)
+    seen = b""
+
+    def screen_with(text: bytes) -> bool:
+        """Read what is there (never blocking); True once the last screen shows ``text``."""
+        nonlocal seen
+        if select.select([master], [], [], 0.1)[0]:
+            seen += os.read(master, 65536)
+        return b"\x1b[H\x1b[2J" in seen and text in seen.rpartition(b"\x1b[2J")[2]
+
+    try:
+        wait_for(lambda: screen_with(b"r1"), 20, "the first screen")
+        submit(FileStore(root), "r2", [Message("user", "hello")])
+        wait_for(lambda: screen_with(b"r2"), 20, "a redrawn screen")
+        last = seen.rpartition(b"\x1b[2J")[2]
+        assert b"agentrun ls --watch" in last and b"r1" in last
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 130
+        os.close(master)
