@@ -307,3 +307,22 @@ async def test_an_interrupted_fork_runs_nowhere_and_the_same_fork_finishes_it(
     assert len(store.load("a2")) == 1 + len(plan.copies)
     assert view_store(store, "a2").status == RunStatus.READY
     assert (await run(config, "a2", None)).status == Status.COMPLETED
+
+
+async def test_an_idempotent_write_left_open_refuses_the_fork(store: FileStore, side: Side) -> None:
+    """Its key is the original run's: the original re-runs it with that key, a fork could not."""
+    await completed_run(store, side)
+    records = store.load("a1")
+    cut = next(r.seq for r in records if r.step == "llm/3")
+    store.append("h1", records[0])
+    for r in records[1:]:
+        if r.seq < cut and r.step != "tool/2/0/create_ticket":
+            store.append("h1", r)
+    store.append(
+        "h1",
+        Record.make(
+            "step.started", "tool/2/0/create_ticket", "tool", {"write": True, "idempotent": True}
+        ),
+    )
+    with pytest.raises(ForkError, match="idempotent write whose key belongs to h1"):
+        fork(store, "h1", "h2", at_step="llm/3")

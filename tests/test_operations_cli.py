@@ -115,7 +115,8 @@ def test_a_fork_resumed_by_a_worker_replays_the_copy_and_runs_the_fixed_agent_fr
     )  # fmt: skip
     assert r.code == 0, r.err
     assert "forked a1 at tool/2/0/create_ticket as a2" in r.out
-    assert "kept     approve tool/2/0/create_ticket#" in r.out and "by ana" in r.out
+    assert "kept     approve tool/2/0/create_ticket#" in r.out
+    assert "by ana (a2 runs it without asking again)" in r.out
 
     worker(children, root, "_ops_agents:helpdesk_v2", tmp_path / "v2.log")
     wait_for(lambda: status(root, "a2") == RunStatus.COMPLETED, 30, "a2 to complete")

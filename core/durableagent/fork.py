@@ -309,7 +309,12 @@ def _refuse_open_writes(
             f"cannot fork {run_id!r} at {at_step!r}: write step {step!r} started at {when} "
             "and never recorded a result"
         )
-        if verdict is not None:
+        if verdict is None and index.is_idempotent(step):
+            why = (
+                f"; it is an idempotent write whose key belongs to {run_id}: let {run_id} "
+                f"resume first (it runs it again with that key), or fork at {step}"
+            )
+        elif verdict is not None:
             why = (
                 f"; it was reconciled as retry and has not run again: let {run_id} resume "
                 f"first, or fork at {step}"

@@ -14,7 +14,7 @@ from typing import Any
 from ..audit import Decision, audit
 from ..fork import DROP, KEEP, plan_fork, write_fork
 from ..ids import check_run_id
-from ..record import Record, signal_fields
+from ..record import STEP_COMPLETED, Record, signal_fields
 from .common import (
     Parents,
     Refused,
@@ -80,8 +80,11 @@ def cmd_fork(args: argparse.Namespace) -> int:
         f"{finished}forked {args.run} at {step} as {args.new}: {origin.copied} records copied "
         f"(up to seq {origin.seq} of {args.run})"
     )
+    done = {r.step for r in plan.copies if r.type == STEP_COMPLETED}
     for r in plan.kept_signals:
-        print(f"  kept     {_signal_text(r)}")
+        again = signal_fields(r)[0] == "approve" and r.step not in done
+        note = f" ({args.new} runs it without asking again)" if again else ""
+        print(f"  kept     {_signal_text(r)}{note}")
     for r in plan.dropped_signals:
         print(f"  dropped  {_signal_text(r)}")
     print(
