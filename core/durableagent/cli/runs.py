@@ -156,7 +156,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
     """List runs, needs-attention first (from the store's summaries: no journal is read
     whole); ``--watch`` lists them again at each change."""
     store = store_of(args)
-    if args.watch:
+    if getattr(args, "watch", False):  # (agentrun demo --no-tui lists through here too)
         return _watch(args, store)
     for chunk in _listing(args, store, store.summaries()):
         sys.stdout.write(chunk)
