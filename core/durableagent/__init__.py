@@ -42,18 +42,9 @@ from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
 from .tools import Result, Tool, ToolContext
 from .typed_tools import tool
 from .view import RunView, StepView, Tokens, view_run, view_store
+from .worker import Agent, Worker
 
 __version__ = "0.1.0"
-
-
-def __getattr__(name: str) -> object:
-    # The worker needs watchfiles; load it only when asked for, so that the library (and the
-    # CLI's read commands) start without it.
-    if name in ("Agent", "Worker"):
-        from . import worker
-
-        return getattr(worker, name)
-    raise AttributeError(f"module 'durableagent' has no attribute {name!r}")
 
 
 __all__ = [
