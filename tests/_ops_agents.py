@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from _child_agents import note
+from _child_agents import gate_file, note
 
 from durableagent import Agent, AgentConfig, Message, PolicyGate, ScriptedModel, Tool, ToolCall
 
@@ -51,3 +51,21 @@ def helpdesk_v1(root: Path) -> Agent:
 def helpdesk_v2(root: Path) -> Agent:
     """The helpdesk after the fix: a new prompt, tickets in the new system."""
     return _helpdesk(root, "v2", "NEW")
+
+
+def held(root: Path) -> Agent:
+    """One read held open until the test creates ``<root>/.side/go``, then the answer: a run
+    whose middle a follower must print while the step still runs."""
+
+    def reply(messages: Sequence[Message]) -> Message:
+        if not any(m.role == "tool" for m in messages):
+            return Message("assistant", tool_calls=(ToolCall("r1", "wait_for_go", {}),))
+        return Message("assistant", "went")
+
+    def wait_for_go(args: dict[str, Any]) -> str:
+        note(root, "held", "begin")
+        gate_file(root, "go")
+        return "go"
+
+    tool = Tool("wait_for_go", "wait for the test", {"type": "object"}, wait_for_go)
+    return Agent(AgentConfig(ScriptedModel(reply), [tool]), PolicyGate())

@@ -260,22 +260,19 @@ def test_show_follow_prints_each_record_as_another_process_appends_it(
     follower.until("run.started")
     assert status(root, "r1") == RunStatus.READY  # nothing runs it yet: the follower waits
 
-    from procs import WorkerProcess
-
-    w = WorkerProcess(root, "slow", tmp_path / "w.log", SLOW_WRITE_SECONDS="1.5")
-    try:
-        # The write's start is printed while the write still runs: streamed, not at exit.
-        follower.until("tool/1/0/slow_write")
-        assert "end" not in lines(root, "writes")
-        code, out, err = follower.rest()
-    finally:
-        w.stop()
+    worker(children, root, "_ops_agents:held", tmp_path / "w.log")
+    # The read's start is printed while the read is held open: streamed, not at exit.
+    follower.until("step.started   tool/1/0/wait_for_go")
+    assert "step.completed tool/1/0/wait_for_go" not in "\n".join(follower.seen)
+    (root / ".side").mkdir(exist_ok=True)
+    (root / ".side" / "go").touch()
+    code, out, err = follower.rest()
     assert code == 0, (out, err)
     assert err == ""
     timeline = seqs(out)
     assert timeline == list(range(1, len(timeline) + 1))  # in order, each once
-    assert len(timeline) == len(FileStore(root).load("r1"))
-    assert out[-2:] == ["status   ✓ completed", "answer: written"]
+    assert len(timeline) == len(FileStore(root).load("r1")) == 8
+    assert out[-2:] == ["status   ✓ completed", "answer: went"]
 
 
 def test_show_follow_stops_when_the_run_waits_for_a_human(
