@@ -9,12 +9,21 @@ from pathlib import Path
 CORE = Path(__file__).resolve().parent.parent / "core" / "durableagent"
 
 
-HEAVY = ("textual", "rich", "watchfiles", "durableagent_tui", "openai", "anthropic")
+HEAVY = (
+    "textual",
+    "rich",
+    "watchfiles",
+    "durableagent_tui",
+    "openai",
+    "anthropic",
+    "psycopg",
+    "psycopg_pool",
+)
 
 
 def loaded_after(module: str, then: str = "") -> set[str]:
-    """Top-level packages of UI, watch and model SDK libraries loaded by importing ``module``
-    afresh (and running the statement ``then``)."""
+    """Top-level packages of UI, watch, model SDK and database libraries loaded by importing
+    ``module`` afresh (and running the statement ``then``)."""
     code = (
         f"import sys, {module}\n{then}\n"
         "print(' '.join(sorted({m.split('.')[0] for m in sys.modules} & "
@@ -44,6 +53,19 @@ def test_only_its_adapter_imports_each_model_sdk():
         for sdk in ("openai", "anthropic"):
             if path != CORE / "models" / f"{sdk}.py":
                 assert f"\nimport {sdk}" not in text and f"\nfrom {sdk}" not in text, path
+
+
+def test_psycopg_loads_only_with_a_postgresql_store():
+    assert loaded_after("durableagent, durableagent.stores, durableagent.worker") == set()
+    assert loaded_after("durableagent.stores.postgres") >= {"psycopg", "psycopg_pool"}
+
+
+def test_only_the_postgresql_store_modules_import_psycopg():
+    allowed = {"stores/postgres.py", "stores/pg_connector.py"}
+    for path in CORE.rglob("*.py"):
+        text = path.read_text()
+        if path.relative_to(CORE).as_posix() not in allowed:
+            assert "import psycopg" not in text and "from psycopg" not in text, path
 
 
 def test_the_command_line_loads_the_ui_and_the_watch_only_when_asked():

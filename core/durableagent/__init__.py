@@ -25,6 +25,7 @@ from .errors import (
     RunStopped,
     SignalError,
     StoreError,
+    StoreUnavailableError,
 )
 from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .fork import ForkPlan, fork, fork_points, forks_of, plan_fork
@@ -96,6 +97,7 @@ __all__ = [
     "StepView",
     "Store",
     "StoreError",
+    "StoreUnavailableError",
     "Summary",
     "Tokens",
     "Tool",

@@ -30,6 +30,12 @@ class DurabilityError(StoreError):
     """fsync failed: the kernel may have dropped the data. Reload from disk; never retry."""
 
 
+class StoreUnavailableError(StoreError):
+    """The store cannot be reached (a database server down or restarting, a connection cut).
+    Nothing half-written: each write is one transaction. Not the run's fault: a worker tries
+    again later without counting a failure."""
+
+
 class LeaseLostError(StoreError):
     """A runner's lease is no longer current (it expired while the runner was paused or cut
     off, or another runner took the run over): nothing was written, and the runner must stop."""

@@ -1,0 +1,146 @@
+-- Every query the PostgresStore sends, by name (see postgres_sql.py). Parameters are named
+-- (%(name)s); {schema} is the store's schema, filled in as an identifier, never as text.
+-- Every connection sets search_path to the store's schema, so table names are unqualified.
+
+-- name: configure
+-- A new connection: the store's schema first on the search path; is commit durable?
+SELECT set_config('search_path', %(search_path)s, false),
+       current_setting('synchronous_commit') AS synchronous_commit;
+
+-- name: schema_exists
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s);
+
+-- name: has_version
+-- Does the schema hold a durableagent store (its version table)?
+SELECT to_regclass(format('%%I.schema_version', %(schema)s::text)) IS NOT NULL;
+
+-- name: schema_tables
+-- How many tables a schema without a version table holds (an empty one may become a store).
+SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s;
+
+-- name: read_version
+SELECT max(version) FROM {schema}.schema_version;
+
+-- name: create_lock
+-- Serialises the processes creating or migrating one store.
+SELECT pg_advisory_xact_lock(hashtext('durableagent schema ' || %(schema)s));
+
+-- name: create_schema
+CREATE SCHEMA IF NOT EXISTS {schema};
+
+-- name: use_schema
+SET LOCAL search_path TO {schema};
+
+-- name: take_token
+-- This store's session token: an advisory lock held while the session lasts.
+SELECT pg_try_advisory_lock(%(token)s);
+
+-- name: load
+SELECT line FROM records WHERE run_id = %(run_id)s ORDER BY seq;
+
+-- name: load_since
+SELECT line FROM records WHERE run_id = %(run_id)s AND seq > %(after)s ORDER BY seq;
+
+-- name: run_ids
+SELECT run_id FROM runs WHERE last_seq > 0 ORDER BY run_id;
+
+-- name: lock_state
+-- The run's state under its row lock (the row is made if new).
+SELECT last_seq, version, fold, outcome, holder_epoch FROM lock_run(%(run_id)s);
+
+-- name: state
+SELECT last_seq, version, fold, outcome FROM runs WHERE run_id = %(run_id)s;
+
+-- name: append
+SELECT * FROM append_record(
+    %(run_id)s, %(seq)s, %(line)s, %(epoch)s, %(version)s, %(fold)s, %(summary)s,
+    %(sync)s, %(channel)s);
+
+-- name: line_at
+-- After a lost connection: did the append in flight land? (Under the run's lock, so an
+-- unfinished transaction of the lost session is waited for.)
+WITH locked AS (SELECT run_id FROM runs WHERE run_id = %(run_id)s FOR UPDATE)
+SELECT line FROM records WHERE run_id = (SELECT run_id FROM locked) AND seq = %(seq)s;
+
+-- name: summaries
+-- Every run's status line and whether its lease is held, as one JSON array text (one parse
+-- on the client: listing 100,000 runs must stay well under a second).
+SELECT coalesce(
+    '[' || string_agg(
+        '[' || to_json(run_id)::text || ',' || coalesce(summary, 'null') || ','
+            || CASE WHEN lease_held(runs) THEN 'true' ELSE 'false' END || ']',
+        ',' ORDER BY run_id) || ']',
+    '[]')
+FROM runs WHERE last_seq > 0;
+
+-- name: summary
+SELECT summary, lease_held(runs) FROM runs WHERE run_id = %(run_id)s AND last_seq > 0;
+
+-- name: store_summary
+-- A summary rebuilt from the journal (it was missing), unless the run moved meanwhile.
+UPDATE runs SET fold = %(fold)s, summary = %(summary)s, version = version + 1
+WHERE run_id = %(run_id)s AND version = %(version)s;
+
+-- name: take_lease
+SELECT * FROM take_lease(
+    %(run_id)s, %(owner)s, %(since)s, %(ttl)s, %(token)s, %(channel)s);
+
+-- name: renew_lease
+UPDATE runs SET expires_at = clock_timestamp() + make_interval(secs => %(ttl)s),
+    holder_token = %(token)s
+WHERE run_id = %(run_id)s AND holder_epoch = %(epoch)s
+RETURNING true;
+
+-- name: release_lease
+SELECT release_lease(%(run_id)s, %(epoch)s, %(at)s, %(channel)s);
+
+-- name: lease_holder
+SELECT holder, holder_epoch, holder_since, holder_ttl
+FROM runs WHERE run_id = %(run_id)s AND lease_held(runs);
+
+-- name: end_attempt
+SELECT * FROM end_attempt(
+    %(run_id)s, %(epoch)s, %(lease)s, %(version)s, %(at)s, %(ended)s, %(last_seq)s,
+    %(outcome)s, %(summary)s, %(channel)s);
+
+-- name: last_outcome
+SELECT outcome FROM runs WHERE run_id = %(run_id)s;
+
+-- name: attempts
+-- Every attempt, and the epoch holding the lease now (an attempt that never ended and is not
+-- that one is lost).
+SELECT a.number, a.owner, a.epoch, a.started_at, a.first_seq, a.ended_at, a.last_seq,
+       a.ended, a.outcome,
+       (SELECT r.holder_epoch FROM runs r WHERE r.run_id = a.run_id AND lease_held(r))
+FROM attempts a WHERE a.run_id = %(run_id)s ORDER BY a.number;
+
+-- name: read_failures
+SELECT failures FROM runs WHERE run_id = %(run_id)s;
+
+-- name: set_failures
+SELECT set_failures(%(run_id)s, %(failures)s, %(channel)s);
+
+-- name: export_lines
+SELECT seq, line FROM records WHERE run_id = %(run_id)s ORDER BY seq;
+
+-- name: import_record
+INSERT INTO records (run_id, seq, line) VALUES (%(run_id)s, %(seq)s, %(line)s);
+
+-- name: clear_attempts
+DELETE FROM attempts WHERE run_id = %(run_id)s;
+
+-- name: import_attempt
+INSERT INTO attempts (run_id, number, owner, epoch, started_at, first_seq, ended_at,
+                      last_seq, ended, outcome)
+VALUES (%(run_id)s, %(number)s, %(owner)s, %(epoch)s, %(started_at)s, %(first_seq)s,
+        %(ended_at)s, %(last_seq)s, %(ended)s, %(outcome)s);
+
+-- name: import_run
+UPDATE runs SET last_seq = %(last_seq)s, version = version + 1, fold = %(fold)s,
+    summary = %(summary)s, outcome = %(outcome)s, epoch = greatest(epoch, %(epoch)s),
+    updated_at = clock_timestamp()
+WHERE run_id = %(run_id)s;
+
+-- name: notify
+SELECT pg_notify(%(channel)s, %(run_id)s);
