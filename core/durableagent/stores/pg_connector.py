@@ -178,6 +178,9 @@ class Connector:
 
     @property
     def pool(self) -> ConnectionPool[Connection]:
+        pool = self._pool
+        if pool is not None:
+            return pool
         with self._pool_lock:
             if self.closed:
                 raise StoreError(f"the store {self.description} is closed")
@@ -197,9 +200,14 @@ class Connector:
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
-        """A pooled connection for one short operation."""
-        with self.pool.connection() as conn:
+        """A pooled connection for one short operation (autocommit: nothing to commit when
+        it is given back; one in a bad state is dropped by the pool)."""
+        pool = self.pool
+        conn = pool.getconn()
+        try:
             yield conn
+        finally:
+            pool.putconn(conn)
 
     def recheck(self) -> None:
         """After a lost connection: drop every pooled one that is broken too."""

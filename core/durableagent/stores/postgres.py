@@ -29,6 +29,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from ..errors import (
@@ -65,7 +66,7 @@ DEFAULT_SCHEMA = "durableagent"
 DEFAULT_TTL = 30.0
 RECOVER_S = 15.0  # how long an append in doubt keeps trying to learn whether it landed
 _STATES = 4096  # runs whose state this process keeps, to append in one round trip
-_OPTIMISTIC_TRIES = 3  # stale answers before an append takes the run's lock instead
+_OUTCOME_TRIES = 8  # stale answers before saving an outcome gives up
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
@@ -82,10 +83,10 @@ class _State:
 
 def _state_of(last_seq: int, version: int, fold: Any, outcome: Any) -> _State:
     f = None
-    if isinstance(fold, dict):
+    if isinstance(fold, str):
         try:
-            f = Fold.from_json(fold)
-        except (KeyError, TypeError, ValueError):
+            f = Fold.from_json(json.loads(fold))
+        except (KeyError, TypeError, ValueError, AttributeError):
             f = None
     elif last_seq == 0:
         f = Fold()
@@ -108,7 +109,6 @@ class _Pending:
     cursor: psycopg.Cursor[Any]
     stored: Record
     state: _State  # the run's state once it lands (its version comes with the answer)
-    lease: Lease | None
 
 
 class PgLease:
@@ -190,6 +190,7 @@ class PostgresStore:
         self._channel = channel_of(schema)
         self._states: OrderedDict[str, _State] = OrderedDict()
         self._states_lock = threading.Lock()
+        self._append_queries: dict[bool, str] = {}
         conn = self._db.connect()
         try:
             self._open(conn, create)
@@ -342,16 +343,14 @@ class PostgresStore:
         sync: bool,
         sent: list[tuple[int, bytes]],
     ) -> Record:
-        for _ in range(_OPTIMISTIC_TRIES):
-            state = self._take(run_id) or _State(0, 0, Fold(), None)  # unknown: a new run?
-            if state.fold is None:
-                state = self._rebuilt(run_id, state)
+        """One round trip when this process knows the run's state (it appended to it, or took
+        its lease) and nobody moved it since; otherwise under the lock."""
+        state = self._take(run_id)
+        if state is not None and state.fold is not None:
             with self._db.connection() as conn:
                 pending = self._send(conn, run_id, record, state, lease, sync, sent)
-                current = self._settle(run_id, pending, sent)
-            if current is None:
-                return pending.stored
-            self._keep(run_id, current)  # the run moved: compute again from its state now
+                if self._settle(run_id, pending, sent):
+                    return pending.stored
         return self._append_locked(run_id, record, None, lease, 0, sync, sent)
 
     def _append_locked(
@@ -364,30 +363,39 @@ class PostgresStore:
         sync: bool,
         sent: list[tuple[int, bytes]],
     ) -> Record:
+        """Two round trips: BEGIN, lock the run's row (made if new) and read the records
+        after ``since``; check; then the append and COMMIT."""
         with self._db.connection() as conn:
-            with conn.pipeline(), conn.transaction():
-                # One round trip: BEGIN, lock the run's row (made if new), read the records.
-                cur = conn.execute(QUERIES["lock_state"], {"run_id": run_id})
-                got = None
-                if check is not None:
-                    args = {"run_id": run_id, "after": since}
-                    got = conn.cursor(binary=True).execute(QUERIES["load_since"], args)
-                last_seq, version, fold, outcome, holder = _row(cur)
-                if got is not None and check is not None:
-                    lines = [bytes(r[0]) for r in got.fetchall()]
-                    check(parse_lines(run_id, lines, since + 1, since + 1))
-                if lease is not None and holder != lease.epoch:
-                    _mark_lost(lease)
-                    raise LeaseLostError(run_id, lease.epoch, "another runner holds it now")
-                state = self._take(run_id)
-                if state is None or (state.last_seq, state.version) != (last_seq, version):
-                    state = _state_of(last_seq, version, fold, outcome)
-                if state.fold is None:
-                    every = _lines(conn, QUERIES["load"], {"run_id": run_id})
-                    state.fold = _fold(parse_lines(run_id, every))
-                # The second round trip: the append and the commit, answered together.
-                pending = self._send(conn, run_id, record, state, lease, sync, sent)
-            if self._settle(run_id, pending, sent) is not None:
+            try:
+                with conn.pipeline() as pipeline:
+                    conn.execute(QUERIES["begin"])
+                    cur = conn.execute(QUERIES["lock_state"], {"run_id": run_id})
+                    got = None
+                    if check is not None:
+                        args = {"run_id": run_id, "after": since}
+                        got = conn.cursor(binary=True).execute(QUERIES["load_since"], args)
+                    pipeline.sync()
+                    last_seq, version, fold, outcome, holder = _row(cur)
+                    if got is not None and check is not None:
+                        lines = [bytes(r[0]) for r in got.fetchall()]
+                        check(parse_lines(run_id, lines, since + 1, since + 1))
+                    if lease is not None and holder != lease.epoch:
+                        _mark_lost(lease)
+                        raise LeaseLostError(run_id, lease.epoch, "another runner holds it now")
+                    state = self._take(run_id)
+                    if state is None or (state.last_seq, state.version) != (last_seq, version):
+                        state = _state_of(last_seq, version, fold, outcome)
+                    if state.fold is None:
+                        every = _lines(conn, QUERIES["load"], {"run_id": run_id})
+                        state.fold = _fold(parse_lines(run_id, every))
+                    pending = self._send(conn, run_id, record, state, lease, sync, sent)
+                    conn.execute(QUERIES["commit"])
+                # Leaving the pipeline sent them and read the answers: the second round trip.
+            except BaseException:
+                if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
+                    conn.execute(QUERIES["rollback"])
+                raise
+            if not self._settle(run_id, pending, sent):
                 raise StoreError(f"run {run_id!r} changed under its own row lock")
         return pending.stored
 
@@ -415,29 +423,31 @@ class PostgresStore:
             "line": line,
             "epoch": None if lease is None else lease.epoch,
             "version": state.version,
-            "fold": Jsonb(fold.to_json()),
+            "fold": _dumps(fold.to_json()),
             "summary": _summary_text(run_id, fold, state.outcome),
-            "sync": sync,
             "channel": self._channel,
         }
         sent[:] = [(seq, line)]
-        cur = conn.execute(QUERIES["append"], args)
-        return _Pending(cur, stored, _State(seq, 0, fold, state.outcome), lease)
+        cur = conn.execute(self._append_query(conn, sync), args)
+        return _Pending(cur, stored, _State(seq, 0, fold, state.outcome))
 
-    def _settle(self, run_id: str, p: _Pending, sent: list[tuple[int, bytes]]) -> _State | None:
-        """The answer to an append: None when it landed, the run's current state when the
-        state it was computed from was stale; LeaseLostError when fenced off."""
-        result, last_seq, version, fold_json, outcome = _row(p.cursor)
-        if result == "ok":
-            p.state.version = version
-            self._keep(run_id, p.state)
-            return None
-        sent.clear()
-        if result == "lost":
-            assert p.lease is not None
-            _mark_lost(p.lease)
-            raise LeaseLostError(run_id, p.lease.epoch, "another runner holds it now")
-        return _state_of(last_seq, version, fold_json, outcome)
+    def _append_query(self, conn: Connection, sync: bool) -> str:
+        query = self._append_queries.get(sync)
+        if query is None:
+            commit = sql.SQL("NULL" if sync else QUERIES["async_commit"])
+            query = sql.SQL(QUERIES["append"]).format(commit=commit).as_string(conn)
+            self._append_queries[sync] = query
+        return query
+
+    def _settle(self, run_id: str, p: _Pending, sent: list[tuple[int, bytes]]) -> bool:
+        """Read an append's answer: True when it landed (the run's new state is kept)."""
+        row = p.cursor.fetchone()
+        if row is None or row[0] is None:
+            sent.clear()
+            return False
+        p.state.version = row[0]
+        self._keep(run_id, p.state)
+        return True
 
     def _landed(
         self,
@@ -546,7 +556,7 @@ class PostgresStore:
         outcome = None if got is None else _outcome(got[3])
         f = _fold(records)
         text = _summary_text(run_id, f, outcome)
-        store = {"run_id": run_id, "fold": Jsonb(f.to_json()), "summary": text, "version": version}
+        store = {"run_id": run_id, "fold": _dumps(f.to_json()), "summary": text, "version": version}
         with suppress(StoreError):  # derived data: rebuilt again next time
             self._db.read("saving a summary", lambda c: c.execute(QUERIES["store_summary"], store))
         return summary_of(json.loads(text), held)
@@ -637,7 +647,7 @@ class PostgresStore:
         ``lease``, a lease that is no longer current raises LeaseLostError."""
         check_run_id(run_id)
         _fence(lease)
-        for _ in range(_OPTIMISTIC_TRIES + 5):
+        for _ in range(_OUTCOME_TRIES):
             state = self._take(run_id)
             if state is None:
                 state = self._current_state(run_id)
@@ -840,7 +850,7 @@ class PostgresStore:
                         {
                             "run_id": run_id,
                             "last_seq": records[-1].seq,
-                            "fold": Jsonb(f.to_json()),
+                            "fold": _dumps(f.to_json()),
                             "summary": _summary_text(run_id, f, outcome),
                             "outcome": None if outcome is None else Jsonb(outcome.to_dict()),
                             "epoch": max((a.epoch for a in attempts), default=0),

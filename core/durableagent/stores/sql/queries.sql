@@ -53,9 +53,30 @@ SELECT last_seq, version, fold, outcome, holder_epoch FROM lock_run(%(run_id)s);
 SELECT last_seq, version, fold, outcome FROM runs WHERE run_id = %(run_id)s;
 
 -- name: append
-SELECT * FROM append_record(
-    %(run_id)s, %(seq)s, %(line)s, %(epoch)s, %(version)s, %(fold)s, %(summary)s,
-    %(sync)s, %(channel)s);
+-- Append one record computed from the run's state as this process last saw it (``version``,
+-- seq = its last seq + 1). One statement, so with autocommit one round trip and one
+-- transaction: the UPDATE takes the run's row lock and lands only if the run is still at that
+-- state and, with ``epoch``, that epoch still holds its lease; the record goes in under the
+-- lock. Answers the run's new version, or NULL when nothing was written (the caller then
+-- appends under the lock, which tells stale from fenced off). NOTIFY carries the run id,
+-- never the record (payloads stop at 8000 bytes). {commit} is NULL, or async_commit.
+WITH updated AS (
+    UPDATE runs SET last_seq = %(seq)s, version = version + 1, fold = %(fold)s,
+        summary = %(summary)s, updated_at = clock_timestamp()
+    WHERE run_id = %(run_id)s AND last_seq = %(seq)s - 1 AND version = %(version)s
+      AND (%(epoch)s::bigint IS NULL OR holder_epoch = %(epoch)s::bigint)
+    RETURNING version
+), inserted AS (
+    INSERT INTO records (run_id, seq, line) SELECT %(run_id)s, %(seq)s, %(line)s FROM updated
+    RETURNING seq
+)
+SELECT (SELECT version FROM updated),
+       (SELECT count(pg_notify(%(channel)s, %(run_id)s)) FROM inserted),
+       {commit};
+
+-- name: async_commit
+-- An append with sync=False: this transaction's commit need not wait for the disk.
+set_config('synchronous_commit', 'off', true);
 
 -- name: line_at
 -- After a lost connection: did the append in flight land? (Under the run's lock, so an
@@ -144,3 +165,12 @@ WHERE run_id = %(run_id)s;
 
 -- name: notify
 SELECT pg_notify(%(channel)s, %(run_id)s);
+
+-- name: begin
+BEGIN;
+
+-- name: commit
+COMMIT;
+
+-- name: rollback
+ROLLBACK;

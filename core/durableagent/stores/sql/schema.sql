@@ -21,7 +21,7 @@ CREATE TABLE runs (
     -- Bumped whenever fold, summary or outcome change: an append made from a cached state
     -- says which version it was computed from, and is refused (stale) if that moved.
     version bigint NOT NULL DEFAULT 0,
-    fold jsonb,          -- Fold.to_json() of the journal; NULL: rebuild it from the records
+    fold text,           -- Fold.to_json() of the journal as JSON; NULL: rebuild it from the records
     summary text,        -- the status line as JSON, as if the lease were free
     outcome jsonb,       -- the outcome of the last attempt that ended with one
     epoch bigint NOT NULL DEFAULT 0,   -- the last lease epoch given: the fencing token
@@ -96,42 +96,6 @@ BEGIN
 END
 $$;
 
--- Append one record, in the caller's transaction (one statement: with autocommit, one round
--- trip). The caller computed the line (seq p_seq), the new fold and summary from the state
--- it last saw (p_version); if the run moved since, nothing is written and the current state
--- comes back ('stale'). A fencing epoch that is not the holder's: 'lost', nothing written.
--- p_sync false: this transaction's commit need not wait for the WAL flush.
-CREATE FUNCTION append_record(
-    p_run_id text, p_seq bigint, p_line bytea, p_epoch bigint, p_version bigint,
-    p_fold jsonb, p_summary text, p_sync boolean, p_channel text
-) RETURNS TABLE (result text, last_seq bigint, version bigint, fold jsonb, outcome jsonb)
-LANGUAGE plpgsql AS $$
-#variable_conflict use_column
-DECLARE
-    r runs;
-BEGIN
-    IF NOT p_sync THEN
-        PERFORM set_config('synchronous_commit', 'off', true);
-    END IF;
-    r := lock_run(p_run_id);
-    IF p_epoch IS NOT NULL AND r.holder_epoch IS DISTINCT FROM p_epoch THEN
-        RETURN QUERY SELECT 'lost', r.last_seq, r.version, NULL::jsonb, NULL::jsonb;
-        RETURN;
-    END IF;
-    IF r.last_seq <> p_seq - 1 OR r.version <> p_version THEN
-        RETURN QUERY SELECT 'stale', r.last_seq, r.version, r.fold, r.outcome;
-        RETURN;
-    END IF;
-    INSERT INTO records (run_id, seq, line) VALUES (p_run_id, p_seq, p_line);
-    UPDATE runs SET last_seq = p_seq, version = r.version + 1, fold = p_fold,
-        summary = p_summary, updated_at = clock_timestamp()
-    WHERE run_id = p_run_id;
-    -- The run id, never the record: a payload must fit NOTIFY's 8000 bytes.
-    PERFORM pg_notify(p_channel, p_run_id);
-    RETURN QUERY SELECT 'ok', p_seq, r.version + 1, NULL::jsonb, NULL::jsonb;
-END
-$$;
-
 -- Take the run's lease if it is free, expired or its holder's session is gone: the next
 -- epoch, and a new attempt starting at the next seq. Otherwise 'busy' and the holder.
 CREATE FUNCTION take_lease(
@@ -139,7 +103,7 @@ CREATE FUNCTION take_lease(
     p_token bigint, p_channel text
 ) RETURNS TABLE (
     result text, epoch bigint, holder text, holder_since double precision,
-    last_seq bigint, version bigint, fold jsonb, outcome jsonb
+    last_seq bigint, version bigint, fold text, outcome jsonb
 )
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -149,7 +113,7 @@ BEGIN
     r := lock_run(p_run_id);
     IF lease_held(r) THEN
         RETURN QUERY SELECT 'busy', r.holder_epoch, r.holder, r.holder_since,
-            r.last_seq, r.version, NULL::jsonb, NULL::jsonb;
+            r.last_seq, r.version, NULL::text, NULL::jsonb;
         RETURN;
     END IF;
     UPDATE runs SET epoch = r.epoch + 1, holder = p_owner, holder_epoch = r.epoch + 1,
@@ -196,7 +160,7 @@ $$;
 CREATE FUNCTION end_attempt(
     p_run_id text, p_epoch bigint, p_lease boolean, p_version bigint, p_at double precision,
     p_ended text, p_last_seq bigint, p_outcome jsonb, p_summary text, p_channel text
-) RETURNS TABLE (result text, last_seq bigint, version bigint, fold jsonb, outcome jsonb)
+) RETURNS TABLE (result text, last_seq bigint, version bigint, fold text, outcome jsonb)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -205,7 +169,7 @@ DECLARE
 BEGIN
     r := lock_run(p_run_id);
     IF p_lease AND r.holder_epoch IS DISTINCT FROM p_epoch THEN
-        RETURN QUERY SELECT 'lost', r.last_seq, r.version, NULL::jsonb, NULL::jsonb;
+        RETURN QUERY SELECT 'lost', r.last_seq, r.version, NULL::text, NULL::jsonb;
         RETURN;
     END IF;
     IF r.version <> p_version THEN
@@ -230,7 +194,7 @@ BEGIN
         version = r.version + 1, updated_at = clock_timestamp()
     WHERE run_id = p_run_id;
     PERFORM pg_notify(p_channel, p_run_id);
-    RETURN QUERY SELECT 'ok', r.last_seq, r.version + 1, NULL::jsonb, NULL::jsonb;
+    RETURN QUERY SELECT 'ok', r.last_seq, r.version + 1, NULL::text, NULL::jsonb;
 END
 $$;
 
