@@ -152,3 +152,53 @@ def flaky(root: Path) -> Agent:
         Tool("create_ticket", "file a ticket", {"type": "object"}, create_ticket),
     ]
     return Agent(AgentConfig(ScriptedModel(reply), tools), PolicyGate(writes={"create_ticket"}))
+
+
+def fenced(root: Path) -> Agent:
+    """lookup (a read), then create_ticket (a write that needs no approval), then the answer.
+    Side effects go to ``$AGENTRUN_SIDE`` (any store: a PostgreSQL store has no folder).
+    ``FENCE_HOLD=read`` or ``write`` holds that tool open, after noting that it began, until
+    the test creates ``go-read`` or ``go-write`` there."""
+    side = Path(os.environ["AGENTRUN_SIDE"])
+    hold = os.environ.get("FENCE_HOLD", "")
+
+    def mark(what: str, line: str) -> None:
+        with open(side / f"{what}.log", "a") as f:
+            f.write(line + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def wait_for(gate: str) -> None:
+        deadline = time.monotonic() + 120
+        while not (side / gate).exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{side / gate} never appeared")
+            time.sleep(0.01)
+
+    def reply(messages: Sequence[Message]) -> Message:
+        done = [m for m in messages if m.role == "tool"]
+        if not done:
+            return Message("assistant", tool_calls=(ToolCall("r1", "lookup", {}),))
+        if len(done) == 1:
+            return Message("assistant", tool_calls=(ToolCall("w1", "create_ticket", {}),))
+        return Message("assistant", f"filed {done[-1].content}")
+
+    def lookup(args: dict[str, Any]) -> str:
+        mark("lookups", f"begin {os.getpid()}")
+        if hold == "read":
+            wait_for("go-read")
+        return "tickets need IT"
+
+    def create_ticket(args: dict[str, Any]) -> str:
+        mark("tickets", f"begin {os.getpid()}")
+        if hold == "write":
+            wait_for("go-write")
+        mark("tickets", f"end {os.getpid()}")
+        return "TICKET-1"
+
+    tools = [
+        Tool("lookup", "look up a policy", {"type": "object"}, lookup),
+        Tool("create_ticket", "file a ticket", {"type": "object"}, create_ticket),
+    ]
+    gate = PolicyGate(writes={"create_ticket"}, approve=())
+    return Agent(AgentConfig(ScriptedModel(reply), tools), gate)

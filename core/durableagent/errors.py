@@ -36,6 +36,18 @@ class StoreUnavailableError(StoreError):
     again later without counting a failure."""
 
 
+class RunConflictError(StoreError):
+    """A run copied into a store that already holds it with other records: refused, nothing
+    written (``agentrun copy`` goes on with the other runs)."""
+
+    def __init__(self, run_id: str, where: str, there: int, given: int) -> None:
+        self.run_id = run_id
+        super().__init__(
+            f"run {run_id!r} is already in {where} with other records ({there} there, {given} "
+            "to copy); not copied: compare them with 'agentrun export', then remove one"
+        )
+
+
 class LeaseLostError(StoreError):
     """A runner's lease is no longer current (it expired while the runner was paused or cut
     off, or another runner took the run over): nothing was written, and the runner must stop."""

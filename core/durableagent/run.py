@@ -20,6 +20,7 @@ from .errors import (
     RunNotFoundError,
     RunStopped,
     SignalError,
+    StoreUnavailableError,
 )
 from .gate import PolicyGate, marker_for, marker_step
 from .ids import check_run_id
@@ -99,9 +100,10 @@ async def run(
         except IndeterminateError as e:
             assert journal is not None
             outcome = Outcome(Status.INDETERMINATE, step=e.step, seq=journal.last_seq)
-        except (RunStopped, LeaseLostError):
-            # Not a failure: the run resumes from its journal next time (stopped), or another
-            # runner has it now (lost): either way this attempt has nothing to record.
+        except (RunStopped, LeaseLostError, StoreUnavailableError):
+            # Not a failure: the run resumes from its journal next time (stopped, or the store
+            # was out of reach), or another runner has it now (lost): either way this attempt
+            # has nothing to record.
             raise
         except Exception as e:
             seq = journal.last_seq if journal is not None else (records[-1].seq if records else 0)

@@ -23,7 +23,13 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass
 
-from .errors import DurableAgentError, LeaseLostError, RunBusyError, RunStopped
+from .errors import (
+    DurableAgentError,
+    LeaseLostError,
+    RunBusyError,
+    RunStopped,
+    StoreUnavailableError,
+)
 from .fold import RunStatus, Summary
 from .gate import PolicyGate
 from .journal import steps_still_running
@@ -188,6 +194,7 @@ class Worker:
         # Failures the store could not record (full, read-only), kept in memory: they must
         # still slow the retries down.
         self._seen_failures: dict[str, Attempts] = {}
+        self._unreachable = 0  # attempts in a row that found the store out of reach
         self.exit_on_abandoned = exit_on_abandoned
         self.abandoned = 0  # steps still running when serve() ended (see steps_still_running)
 
@@ -340,6 +347,7 @@ class Worker:
 
     async def _execute(self, run_id: str) -> None:
         config = Config(self.agent.config, self.agent.gate, self.store)
+        again = True  # look at the run again at once when this attempt ends
         try:
             outcome = await run(config, run_id, None, stop=lambda: self._stopping, owner=self.owner)
         except RunBusyError:
@@ -348,6 +356,17 @@ class Worker:
             log.info("run %s stopped between steps for shutdown; it resumes later", run_id)
         except LeaseLostError as e:
             log.warning("run %s: %s; leaving it to the new holder", run_id, e)
+        except StoreUnavailableError as e:
+            # The store's trouble, not the run's: nothing is counted against it. Look again
+            # after a backoff that grows while the store stays out of reach.
+            self._unreachable += 1
+            delay = backoff_delay(self._unreachable, self.backoff, self.max_backoff)
+            log.warning("run %s: %s; trying again in %.1fs", run_id, e, delay)
+            earlier = self._timers.pop(run_id, None)
+            if earlier is not None:
+                earlier.cancel()
+            self._timers[run_id] = asyncio.get_running_loop().call_later(delay, self._due, run_id)
+            again = False
         except asyncio.CancelledError:
             log.warning("run %s cancelled after the grace period", run_id)
             raise
@@ -355,6 +374,7 @@ class Worker:
             await asyncio.to_thread(self._count_failure, run_id, e)
         else:
             log.info("run %s: %s", run_id, outcome.status)
+            self._unreachable = 0
             self._seen_failures.pop(run_id, None)
             try:
                 await asyncio.to_thread(reset_attempts, self.store, run_id)
@@ -363,7 +383,8 @@ class Worker:
         finally:
             self._running.pop(run_id, None)
             # The run may be ready again (a signal arrived meanwhile), and a slot is free.
-            self._dirty.add(run_id)
+            if again:
+                self._dirty.add(run_id)
             self._dirty |= self._backlog
             self._backlog.clear()
             self._wake.set()

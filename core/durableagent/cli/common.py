@@ -20,7 +20,7 @@ from ..stores import Store, open_store
 
 DEFAULT_STORE = "./runs"
 DEFAULT_DEMO_STORE = "./agentrun-demo"
-STORE_HELP = "the store directory (default: $AGENTRUN_STORE, else ./runs)"
+STORE_HELP = "the store: a directory or a postgresql:// URL (default: $AGENTRUN_STORE, else ./runs)"
 
 # The schema version of every --json object; bumped when a field changes meaning or goes.
 # New fields may appear without a bump.
@@ -49,7 +49,7 @@ def parents() -> Parents:
     store = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: when not given after the command, `agentrun --store DIR COMMAND` stands
     # (argparse would otherwise overwrite it with this parser's default).
-    store.add_argument("--store", default=argparse.SUPPRESS, metavar="DIR", help=STORE_HELP)
+    store.add_argument("--store", default=argparse.SUPPRESS, metavar="STORE", help=STORE_HELP)
     as_json = argparse.ArgumentParser(add_help=False)
     as_json.add_argument("--json", action="store_true", help="print JSON")
     by = argparse.ArgumentParser(add_help=False)
@@ -71,10 +71,12 @@ def login_name() -> str | None:
         return None
 
 
-def store_of(args: argparse.Namespace, *, create: bool = False) -> Store:
+def store_of(
+    args: argparse.Namespace, *, create: bool = False, lease_ttl: float | None = None
+) -> Store:
     """The store named by --store (a directory or a postgresql:// URL); read commands never
     create one."""
-    return open_store(args.store, create=create)
+    return open_store(args.store, create=create, lease_ttl=lease_ttl)
 
 
 def require_run(store: Store, run_id: str) -> None:

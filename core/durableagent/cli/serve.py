@@ -56,7 +56,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     """Serve the store until SIGINT/SIGTERM."""
     from ..worker import Worker
 
-    store = store_of(args, create=True)
+    if args.lease_ttl is not None and args.lease_ttl <= 0:
+        raise Usage("--lease-ttl must be a positive number of seconds")
+    store = store_of(args, create=True, lease_ttl=args.lease_ttl)
     agent = load_agent(args.agent, getattr(store, "root", args.store))
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
@@ -212,6 +214,14 @@ def register(sub: Any, parents: Parents) -> None:
     s.add_argument("--rescan", type=float, default=5.0, help="look at every run every N seconds")
     s.add_argument(
         "--owner", default=None, help="this worker's name in leases and attempts (default host:pid)"
+    )
+    s.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long this worker may go without renewing a run's lease before another "
+        "worker may take the run over (default 30)",
     )
     s.add_argument("-v", "--verbose", action="store_true", help="log every decision")
     s.set_defaults(fn=cmd_worker)

@@ -28,6 +28,7 @@ from ..errors import (
     DurableAgentError,
     LeaseLostError,
     RunBusyError,
+    RunConflictError,
     StoreError,
 )
 from ..fold import Fold, Summary, corrupt_summary, summarize
@@ -677,7 +678,9 @@ class FileStore:
 
     def _probe(self, run_id: str) -> dict[str, Any] | None:
         """The holder of a held lease, else None. A lock file left by a holder that died is
-        removed on the way (safely: acquirers re-check the file they locked)."""
+        removed on the way (safely: acquirers re-check the file they locked). A holder that
+        stopped renewing past its ttl (paused, hung) holds nothing: the next lease() takes
+        the run over, so the run is not shown as running (as in every store)."""
         name = f"{run_id}.lock"
         try:
             with self.dir.folder(LEASES_DIR, create=False) as dfd:
@@ -688,7 +691,8 @@ class FileStore:
                     try:
                         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     except BlockingIOError:
-                        return _holder(fd) or {"owner": "?"}
+                        holder = _holder(fd)
+                        return None if self._stale(fd, holder) else holder or {"owner": "?"}
                     if _same_file(fd, name, dfd):
                         os.unlink(name, dir_fd=dfd)
                     return None
@@ -787,6 +791,36 @@ class FileStore:
     def clear_failures(self, run_id: str) -> bool:
         """Forget the run's failures; True when there were some."""
         return self.dir.remove(WORKER_DIR, f"{check_run_id(run_id)}.json")
+
+    # -- moving runs between stores ----------------------------------------------------------
+
+    def export_run(self, run_id: str) -> list[bytes]:
+        """The run's journal lines exactly as written (without newlines; a torn tail left
+        out), every crc and seq checked; [] for an unknown run."""
+        data = self._read(check_run_id(run_id))
+        if data is None:
+            return []
+        lines, _ = split_journal(data)
+        parse_lines(run_id, lines)
+        return lines
+
+    def import_run(self, run_id: str, lines: list[bytes], attempts: list[Attempt]) -> bool:
+        """Add a whole run: its attempts log (replaced atomically), then its journal (written
+        aside, fsynced, linked into place: it appears whole or not at all). False when the
+        journal already holds exactly these lines; RunConflictError when it holds others."""
+        path = self._journal(run_id)
+        if not parse_lines(run_id, lines):
+            return False
+        for _ in range(2):
+            there = self.export_run(run_id)
+            if there:
+                if there == lines:
+                    return False
+                raise RunConflictError(run_id, str(self.root), len(there), len(lines))
+            self.dir.write_file(ATTEMPTS_DIR, f"{run_id}.jsonl", file_logs.attempts_log(attempts))
+            if self._create(path, b"".join(line + b"\n" for line in lines)):
+                return True
+        raise RunConflictError(run_id, str(self.root), len(self.export_run(run_id)), len(lines))
 
     # -- changes -----------------------------------------------------------------------------
 

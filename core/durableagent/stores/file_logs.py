@@ -48,19 +48,30 @@ def _lines(data: bytes) -> list[Any]:
 # -- attempts -------------------------------------------------------------------------------
 
 
-def begin_line(epoch: int, owner: str, at: float, first_seq: int) -> bytes:
+def begin_line(epoch: int, owner: str, at: float | None, first_seq: int) -> bytes:
     return (
         _dumps({"e": "begin", "epoch": epoch, "owner": owner, "at": at, "first_seq": first_seq})
         + "\n"
     ).encode()
 
 
-def end_line(epoch: int, at: float, ended: str, outcome: Outcome | None) -> bytes:
+def end_line(epoch: int, at: float | None, ended: str, outcome: Outcome | None) -> bytes:
     d: dict[str, Any] = {"e": "end", "epoch": epoch, "at": at, "ended": ended}
     if outcome is not None:
         d["last_seq"] = outcome.seq
         d["outcome"] = outcome.to_dict()
     return (_dumps(d) + "\n").encode()
+
+
+def attempts_log(attempts: list[Attempt]) -> bytes:
+    """An attempts log that reads back as ``attempts`` (an attempt that never said how it
+    ended gets no end line: it reads as lost again)."""
+    out = []
+    for a in attempts:
+        out.append(begin_line(a.epoch, a.owner, a.started_at, a.first_seq))
+        if a.ended is not None and a.ended != LOST:
+            out.append(end_line(a.epoch, a.ended_at, a.ended, a.outcome))
+    return b"".join(out)
 
 
 def read_attempts(data: bytes | None, holder_epoch: int | None) -> list[Attempt]:

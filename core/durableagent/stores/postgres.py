@@ -36,6 +36,7 @@ from ..errors import (
     DurableAgentError,
     LeaseLostError,
     RunBusyError,
+    RunConflictError,
     StoreError,
     StoreUnavailableError,
 )
@@ -828,10 +829,7 @@ class PostgresStore:
                     there = _lines(conn, QUERIES["load"], {"run_id": run_id})
                     if there == lines:
                         return False
-                    raise StoreError(
-                        f"run {run_id!r} is already in {self._description} with other records "
-                        f"({len(there)} there, {len(lines)} to copy); not copied"
-                    )
+                    raise RunConflictError(run_id, self._description, len(there), len(lines))
                 with conn.cursor() as cur:
                     cur.executemany(
                         QUERIES["import_record"],

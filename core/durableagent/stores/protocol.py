@@ -167,4 +167,15 @@ class Store(Protocol):
 
     def clear_failures(self, run_id: str) -> bool: ...
 
+    def export_run(self, run_id: str) -> list[bytes]:
+        """The run's journal lines exactly as stored (without newlines), every crc and seq
+        checked (CorruptJournalError names the first bad line); [] for an unknown run."""
+        ...
+
+    def import_run(self, run_id: str, lines: list[bytes], attempts: list[Attempt]) -> bool:
+        """Add a whole run: its lines as ``export_run`` gives them, and its attempts. False
+        when the store already holds exactly these lines (nothing changes); RunConflictError
+        when it holds the run with other records (nothing written)."""
+        ...
+
     def close(self) -> None: ...

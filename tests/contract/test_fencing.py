@@ -1,0 +1,165 @@
+"""Fencing with real processes, on every store: a worker paused (SIGSTOP) inside a step past
+its lease's ttl, a second worker that takes the run over and finishes it, then the first one
+woken (SIGCONT): none of its records land, no tool effect is doubled, and it goes on serving.
+"""
+
+from __future__ import annotations
+
+import signal as sig
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from procs import WorkerProcess, wait_for
+
+from durableagent import (
+    Message,
+    Reconcile,
+    RunStatus,
+    Store,
+    signal,
+    submit,
+    view_store,
+)
+from durableagent.record import SIGNAL, STEP_COMPLETED, STEP_STARTED
+
+TTL = "1"  # seconds: the paused worker's lease is free soon after it stops renewing
+
+
+@pytest.fixture
+def start(tmp_path: Path, store_spec: str) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start ``agentrun worker --agent _child_agents:fenced --owner NAME`` on the store."""
+    started: list[WorkerProcess] = []
+    side = tmp_path / "side"
+    side.mkdir()
+
+    def start_worker(owner: str, hold: str = "") -> WorkerProcess:
+        w = WorkerProcess(
+            store_spec,
+            "fenced",
+            tmp_path / f"worker-{owner}.log",
+            "--owner",
+            owner,
+            "--lease-ttl",
+            TTL,
+            AGENTRUN_SIDE=str(side),
+            FENCE_HOLD=hold,
+        )
+        started.append(w)
+        return w
+
+    yield start_worker
+    for w in started:
+        if w.proc.poll() is None:
+            w.proc.send_signal(sig.SIGCONT)
+        w.kill()
+
+
+def lines(side: Path, what: str) -> list[str]:
+    p = side / f"{what}.log"
+    return p.read_text().splitlines() if p.exists() else []
+
+
+def log_of(w: WorkerProcess) -> str:
+    return w.log.read_text()
+
+
+def status(store: Store, run_id: str) -> RunStatus:
+    summary = store.summary(run_id)
+    return RunStatus.READY if summary is None else summary.status
+
+
+def wake_and_watch_it_fail(a: WorkerProcess, store: Store, run_id: str, gate: Path) -> None:
+    """Let the paused worker's step finish (its gate opens), wake it, and wait until it has
+    tried to record the step and been refused. The journal must not change meanwhile."""
+    before = store.load(run_id)
+    gate.touch()
+    a.proc.send_signal(sig.SIGCONT)
+    wait_for(
+        lambda: f"run {run_id}: lost the lease" in log_of(a),
+        timeout=30,
+        why=f"the woken worker to log its lost lease:\n{log_of(a)}",
+    )
+    assert store.load(run_id) == before
+    assert a.proc.poll() is None, "the woken worker must go on serving"
+
+
+def still_serving(a: WorkerProcess, b: WorkerProcess, store: Store) -> None:
+    """Stop the second worker; the first one (woken, fenced off) still runs a new run."""
+    assert b.stop() == 0
+    submit(store, "after", [Message("user", "and another")])
+    wait_for(
+        lambda: status(store, "after") == RunStatus.COMPLETED,
+        timeout=30,
+        why=f"the woken worker to run a new run:\n{log_of(a)}",
+    )
+    assert [x.owner for x in store.attempts("after")] == ["A"]
+
+
+def test_a_worker_paused_inside_a_write_is_fenced_off_and_its_write_is_reconciled_once(
+    any_store: Store, start: Callable[..., WorkerProcess], tmp_path: Path
+):
+    store, side = any_store, tmp_path / "side"
+    submit(store, "f1", [Message("user", "file it")])
+    a = start("A", hold="write")
+    wait_for(lambda: lines(side, "tickets") != [], timeout=30, why="A inside create_ticket")
+    a.proc.send_signal(sig.SIGSTOP)
+
+    # A stops renewing; once its ttl passed the run is nobody's, and its open write shows.
+    wait_for(lambda: not store.is_leased("f1"), timeout=30, why="A's lease to expire")
+    summary = store.summary("f1")
+    assert summary is not None and summary.status == RunStatus.INDETERMINATE
+    assert summary.indeterminate == "tool/2/0/create_ticket"
+
+    b = start("B")
+    signal(store, "f1", "reconcile", Reconcile("tool/2/0/create_ticket", "done", "T-7"), by="op")
+    wait_for(
+        lambda: status(store, "f1") == RunStatus.COMPLETED,
+        timeout=30,
+        why=f"B to finish the run:\n{log_of(b)}",
+    )
+    wake_and_watch_it_fail(a, store, "f1", side / "go-write")
+
+    records = store.load("f1")
+    ticket = [r for r in records if r.step == "tool/2/0/create_ticket" and r.type != SIGNAL]
+    assert [r.type for r in ticket] == [STEP_STARTED, STEP_COMPLETED]
+    assert ticket[1].data["content"] == "T-7"  # the human's result, not A's late one
+    assert view_store(store, "f1").answer.content == "filed T-7"  # type: ignore[union-attr]
+    pid_a = str(a.proc.pid)
+    assert lines(side, "tickets") == [f"begin {pid_a}", f"end {pid_a}"]  # one ticket, A's
+    attempts = store.attempts("f1")
+    assert [(x.owner, x.ended) for x in attempts] == [("A", "lost"), ("B", "completed")]
+    assert attempts[1].epoch > attempts[0].epoch
+    still_serving(a, b, store)
+
+
+def test_a_worker_paused_inside_a_read_is_fenced_off_and_the_read_runs_again(
+    any_store: Store, start: Callable[..., WorkerProcess], tmp_path: Path
+):
+    store, side = any_store, tmp_path / "side"
+    submit(store, "f1", [Message("user", "look it up")])
+    a = start("A", hold="read")
+    wait_for(lambda: lines(side, "lookups") != [], timeout=30, why="A inside lookup")
+    a.proc.send_signal(sig.SIGSTOP)
+    wait_for(lambda: not store.is_leased("f1"), timeout=30, why="A's lease to expire")
+    assert status(store, "f1") == RunStatus.READY  # an unfinished read is simply run again
+
+    b = start("B")
+    wait_for(
+        lambda: status(store, "f1") == RunStatus.COMPLETED,
+        timeout=30,
+        why=f"B to take the run over:\n{log_of(b)}",
+    )
+    wake_and_watch_it_fail(a, store, "f1", side / "go-read")
+
+    records = store.load("f1")
+    lookup = [r for r in records if r.step == "tool/1/0/lookup" and r.type != SIGNAL]
+    assert [r.type for r in lookup] == [STEP_STARTED, STEP_STARTED, STEP_COMPLETED]
+    pid_a, pid_b = str(a.proc.pid), str(b.proc.pid)
+    assert lines(side, "lookups") == [f"begin {pid_a}", f"begin {pid_b}"]
+    assert lines(side, "tickets") == [f"begin {pid_b}", f"end {pid_b}"]
+    assert [(x.owner, x.ended) for x in store.attempts("f1")] == [
+        ("A", "lost"),
+        ("B", "completed"),
+    ]
+    still_serving(a, b, store)
