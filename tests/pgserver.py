@@ -64,9 +64,8 @@ def fresh_schema() -> Iterator[str]:
     try:
         yield name
     finally:
-        from psycopg import sql
-
         import psycopg
+        from psycopg import sql
 
         with psycopg.connect(dsn(), autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))

@@ -23,9 +23,7 @@ def child_env(**extra: str) -> dict[str, str]:
 class WorkerProcess:
     """``agentrun worker`` in a child process, its log in a file."""
 
-    def __init__(
-        self, root: Path | str, agent: str, log: Path, *args: str, **env: str
-    ) -> None:
+    def __init__(self, root: Path | str, agent: str, log: Path, *args: str, **env: str) -> None:
         self.log = log
         self._log_file = open(log, "w")  # noqa: SIM115 - closed when the child is reaped
         self.proc = subprocess.Popen(

@@ -67,6 +67,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     )
     if not args.verbose:  # watchfiles logs every batch of changes at INFO
         logging.getLogger("watchfiles").setLevel(logging.WARNING)
+        # psycopg's pool logs each failed reconnection over several lines; the store says
+        # once, in one line, that PostgreSQL is out of reach and when it is back.
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
     try:
         worker = Worker(
             agent,

@@ -275,19 +275,27 @@ class Session:
             self._conn = conn
 
     def run(self, doing: str, fn: Callable[[Connection, int], T]) -> T:
-        """``fn(connection, token)`` on the session; a lost connection is dropped (the next
-        call reconnects with a new token) and told as StoreUnavailableError."""
+        """``fn(connection, token)`` on the session. A lost connection is dropped and ``fn``
+        tried once more on a new one (with a new token): every lease change is safe to repeat
+        (a lease taken by a session that is gone is nobody's). StoreUnavailableError when
+        the server cannot be reached."""
         with self._lock:
-            try:
-                conn = self._ensure()
-                return fn(conn, self.token)
-            except LOST as e:
-                self._drop()
-                raise self._connector.unavailable(doing, e) from None
-            except psycopg.Error as e:
-                if self._conn is not None and self._conn.broken:
+            for again in (True, False):
+                try:
+                    conn = self._ensure()
+                    return fn(conn, self.token)
+                except LOST as e:
                     self._drop()
-                raise self._connector.failed(doing, e) from None
+                    if not again:
+                        raise self._connector.unavailable(doing, e) from None
+                except psycopg.Error as e:
+                    if self._conn is not None and self._conn.broken:
+                        self._drop()
+                    raise self._connector.failed(doing, e) from None
+                except StoreUnavailableError:
+                    if not again:
+                        raise
+            raise AssertionError("unreachable")
 
     def _ensure(self) -> Connection:
         conn = self._conn

@@ -65,7 +65,7 @@ log = logging.getLogger("durableagent.stores.postgres")
 
 DEFAULT_SCHEMA = "durableagent"
 DEFAULT_TTL = 30.0
-RECOVER_S = 15.0  # how long an append in doubt keeps trying to learn whether it landed
+RECOVER_S = 10.0  # how long an append in doubt keeps trying to learn whether it landed
 _STATES = 4096  # runs whose state this process keeps, to append in one round trip
 _OUTCOME_TRIES = 8  # stale answers before saving an outcome gives up
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode

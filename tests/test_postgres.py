@@ -1,0 +1,399 @@
+"""What only a PostgreSQL store has to get right: its URL, its schema and version, durable
+commits, NOTIFY's limits, lost connections and a server that goes away. A real server (see
+tests/pgserver.py), a schema per test, real worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal as sig
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pgserver
+import pytest
+from pgproxy import Proxy
+from procs import WorkerProcess, child_env, wait_for
+
+from durableagent import (
+    Message,
+    Record,
+    RunStatus,
+    StoreError,
+    StoreUnavailableError,
+    open_store,
+    submit,
+)
+from durableagent.stores.postgres import PostgresStore
+from durableagent.stores.sql import SCHEMA_VERSION
+
+
+@pytest.fixture
+def schema() -> Iterator[str]:
+    with pgserver.fresh_schema() as name:
+        yield name
+
+
+@pytest.fixture
+def url(schema: str) -> str:
+    return pgserver.url(schema)
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[PostgresStore]:
+    s = PostgresStore.from_url(url)
+    yield s
+    s.close()
+
+
+def started(text: str = "hi") -> Record:
+    return Record.make("run.started", data={"input": [{"role": "user", "content": text}]})
+
+
+def agentrun(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "durableagent.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=child_env(**env),
+    )
+
+
+def with_password(url: str, user: str, password: str) -> str:
+    return url.replace("postgresql://postgres@", f"postgresql://{user}:{password}@", 1)
+
+
+def terminate(where: str) -> int:
+    """Terminate the server sessions matching ``where`` (a condition on pg_stat_activity);
+    how many there were."""
+    rows = pgserver.execute(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        f"WHERE pid <> pg_backend_pid() AND {where}"
+    )
+    return int(rows[0][0])
+
+
+def of_process(pid: int) -> str:
+    return f"application_name LIKE 'durableagent pid {pid} %'"
+
+
+# -- the URL, the schema, durable commits --------------------------------------------------
+
+
+def test_a_store_url_names_its_schema_and_never_shows_its_password(schema: str):
+    url = with_password(pgserver.url(schema), "postgres", "s3cret-pw")  # trust auth: accepted
+    store = open_store(url)
+    try:
+        assert isinstance(store, PostgresStore) and store.schema == schema
+        described = store.description
+        assert described.endswith(f"/test?schema={schema}")
+        assert described.startswith("postgresql://postgres@")
+        assert "s3cret-pw" not in described + repr(store)
+        store.append("r", started())
+        tables = pgserver.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
+            schema,
+        )
+        assert [t[0] for t in tables] == ["attempts", "records", "runs", "schema_version"]
+    finally:
+        store.close()
+
+
+def test_a_missing_store_is_refused_without_create(url: str, schema: str):
+    with pytest.raises(StoreError, match=f"no store at .*schema={schema}"):
+        open_store(url, create=False)
+    assert pgserver.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", schema) == []
+
+
+def test_a_store_of_a_newer_schema_version_is_refused(store: PostgresStore, url: str, schema: str):
+    store.append("r", started())
+    pgserver.execute(
+        f'INSERT INTO "{schema}".schema_version (version) VALUES (%s)', SCHEMA_VERSION + 1
+    )
+    with pytest.raises(StoreError, match="newer durableagent") as e:
+        open_store(url)
+    assert f"version {SCHEMA_VERSION + 1}" in str(e.value)
+
+
+def test_a_schema_that_holds_other_tables_is_not_taken_over(schema: str, url: str):
+    pgserver.execute(f'CREATE SCHEMA "{schema}"')
+    pgserver.execute(f'CREATE TABLE "{schema}".invoices (id int)')
+    with pytest.raises(StoreError, match="not a durableagent store"):
+        open_store(url)
+    assert pgserver.execute(
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", schema
+    ) == [("invoices",)]
+
+
+def test_an_asynchronous_commit_session_is_refused_unless_allowed(url: str):
+    off = f"{url}&options=-c%20synchronous_commit%3Doff"
+    with pytest.raises(StoreError, match="synchronous_commit is off"):
+        open_store(off)
+    store = open_store(f"{off}&allow_async_commit=true")
+    try:
+        assert store.append("r", started()).seq == 1
+    finally:
+        store.close()
+
+
+# -- NOTIFY, lost connections, the change feed ---------------------------------------------
+
+
+async def test_a_record_larger_than_a_notification_is_appended_and_announced(
+    store: PostgresStore,
+):
+    store.append("big", started())
+    feed = store.changes(rescan=600)
+    assert "big" in await asyncio.wait_for(anext(feed), 10)
+    huge = {"content": "x" * 100_000, "is_error": False}  # NOTIFY payloads stop at 8000 bytes
+    other = PostgresStore.from_url(pgserver.url(store.schema))
+    try:
+        await asyncio.to_thread(other.append, "big", Record.make("signal", "s", "", huge))
+    finally:
+        other.close()
+    assert "big" in await asyncio.wait_for(anext(feed), 10)
+    assert store.load("big")[-1].data == huge
+    await feed.aclose()  # type: ignore[attr-defined]
+
+
+def test_an_append_whose_connection_was_cut_lands_exactly_once(store: PostgresStore):
+    store.append("r", started())
+    store.append("r", Record.make("signal", "s", "", {"i": 1}))
+    assert terminate(of_process(os.getpid())) >= 1  # the pooled connection and the session
+    stored = store.append("r", Record.make("signal", "s", "", {"i": 2}))
+    assert stored.seq == 3
+    assert [r.seq for r in store.load("r")] == [1, 2, 3]
+    with store.lease("r") as lease:  # the lease session reconnects too
+        assert store.append("r", Record.make("signal", "s", "", {}), lease=lease).seq == 4
+
+
+async def test_the_change_feed_reports_every_run_after_its_connection_is_cut(
+    store: PostgresStore,
+):
+    for run_id in ("a", "b"):
+        store.append(run_id, started())
+    feed = store.changes(rescan=600)
+    assert await asyncio.wait_for(anext(feed), 10) == {"a", "b"}
+    listening = f"{of_process(os.getpid())} AND query LIKE 'LISTEN%'"
+    assert await asyncio.to_thread(terminate, listening) == 1
+    # Notifications sent while the feed was down are lost: after it reconnects it says
+    # "look at everything".
+    assert await asyncio.wait_for(anext(feed), 15) == {"a", "b"}
+    await asyncio.to_thread(store.append, "c", started())
+    deadline = time.monotonic() + 10
+    while "c" not in await asyncio.wait_for(anext(feed), 10):
+        assert time.monotonic() < deadline
+    await feed.aclose()  # type: ignore[attr-defined]
+
+
+HOLDER = """
+import sys, time
+from durableagent import open_store
+store = open_store(sys.argv[1])
+with store.lease("r", owner="doomed"):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_a_lease_whose_holder_died_is_free_at_once(store: PostgresStore, url: str):
+    store.append("r", started())
+    p = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, url], stdout=subprocess.PIPE, text=True, env=child_env()
+    )
+    assert p.stdout is not None and p.stdout.readline() == "held\n"
+    assert store.is_leased("r")
+    p.send_signal(sig.SIGKILL)
+    p.wait(30)
+    p.stdout.close()
+    # Its ttl is 30 s, but its session is gone: the lease is free as soon as the server sees.
+    wait_for(lambda: not store.is_leased("r"), timeout=5, why="the dead holder's lease")
+    with store.lease("r", owner="next") as lease:
+        assert lease.epoch == 2
+    assert [a.ended for a in store.attempts("r")] == ["lost", "stopped"]
+
+
+def test_two_stores_on_one_server_keep_apart(store: PostgresStore):
+    with pgserver.fresh_schema() as other_schema:
+        other = PostgresStore.from_url(pgserver.url(other_schema))
+        try:
+            store.append("r", started("mine"))
+            other.append("r", started("theirs"))
+            assert store.load("r")[0].data["input"][0]["content"] == "mine"
+            assert other.load("r")[0].data["input"][0]["content"] == "theirs"
+        finally:
+            other.close()
+
+
+# -- the command line on bad input: one line, exit 1, never a traceback or a password -------
+
+
+def refused(p: subprocess.CompletedProcess[str]) -> str:
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    return lines[0]
+
+
+def test_a_url_that_does_not_connect_is_one_line_and_exit_1():
+    pgserver.require()
+    line = refused(agentrun("ls", "--store", "postgresql://postgres@127.0.0.1:1/test"))
+    assert line.startswith("agentrun ls: cannot connect to PostgreSQL at")
+    assert "127.0.0.1:1/test" in line
+
+
+def test_a_wrong_user_is_one_line_and_never_shows_the_password(url: str):
+    line = refused(agentrun("ls", "--store", with_password(url, "nobody_here", "hunter2-pw")))
+    assert "nobody_here" in line and "hunter2-pw" not in line
+
+
+def test_a_newer_schema_is_one_line_and_exit_1(store: PostgresStore, url: str, schema: str):
+    store.append("r", started())
+    pgserver.execute(f'UPDATE "{schema}".schema_version SET version = 999')
+    line = refused(agentrun("ls", "--store", url))
+    assert "schema version 999" in line and "upgrade durableagent" in line
+
+
+def test_asynchronous_commit_is_one_line_and_exit_1(url: str):
+    off = f"{url}&options=-c%20synchronous_commit%3Doff"
+    line = refused(agentrun("submit", "r", "hello", "--store", off))
+    assert "synchronous_commit is off" in line and "allow_async_commit=true" in line
+    p = agentrun("submit", "r", "hello", "--store", f"{off}&allow_async_commit=true")
+    assert p.returncode == 0, p.stderr
+
+
+def test_a_worker_that_cannot_reach_its_store_is_one_line_and_exit_1():
+    pgserver.require()
+    p = agentrun(
+        "worker", "--agent", "_child_agents:gated", "--store", "postgresql://u@127.0.0.1:1/x"
+    )
+    assert "cannot connect to PostgreSQL" in refused(p)
+
+
+# -- a worker whose server goes away -------------------------------------------------------
+
+
+@pytest.fixture
+def side(tmp_path: Path) -> Path:
+    path = tmp_path / "side"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def worker(tmp_path: Path, side: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    started: list[WorkerProcess] = []
+
+    def start(url: str, hold: str = "") -> WorkerProcess:
+        w = WorkerProcess(
+            url,
+            "fenced",
+            tmp_path / f"worker{len(started)}.log",
+            "--owner",
+            "w",
+            AGENTRUN_SIDE=str(side),
+            FENCE_HOLD=hold,
+        )
+        started.append(w)
+        return w
+
+    yield start
+    for w in started:
+        w.kill()
+
+
+def finished(store: PostgresStore, run_id: str) -> bool:
+    summary = store.summary(run_id)
+    return summary is not None and summary.status == RunStatus.COMPLETED
+
+
+def test_a_worker_whose_connections_are_terminated_reconnects_and_finishes(
+    store: PostgresStore, url: str, side: Path, worker: Callable[..., WorkerProcess]
+):
+    submit(store, "r1", [Message("user", "file it")])
+    w = worker(url, hold="write")
+    wait_for(lambda: (side / "tickets.log").exists(), timeout=30, why="the worker in its write")
+    assert terminate(of_process(w.proc.pid)) >= 3  # its pool, its lease session, its feed
+    (side / "go-write").touch()
+    wait_for(lambda: finished(store, "r1"), timeout=30, why=f"r1 done:\n{w.log.read_text()}")
+    assert (side / "tickets.log").read_text().splitlines() == [
+        f"begin {w.proc.pid}",
+        f"end {w.proc.pid}",
+    ]
+    assert [r.seq for r in store.load("r1")] == list(range(1, len(store.load("r1")) + 1))
+    submit(store, "r2", [Message("user", "and again")])  # found through the new feed or a look
+    wait_for(lambda: finished(store, "r2"), timeout=30, why=f"r2 done:\n{w.log.read_text()}")
+    assert w.proc.poll() is None
+
+
+def test_a_worker_rides_out_its_server_going_away(
+    store: PostgresStore, url: str, side: Path, worker: Callable[..., WorkerProcess]
+):
+    proxy = Proxy(url)
+    try:
+        submit(store, "r1", [Message("user", "file it")])
+        w = worker(proxy.url(), hold="write")
+        wait_for(lambda: (side / "tickets.log").exists(), timeout=30, why="the worker's write")
+        proxy.down()  # every connection cut, new ones refused
+        (side / "go-write").touch()  # the write ends while the server is away
+        wait_for(
+            lambda: "unreachable" in w.log.read_text() or "lost" in w.log.read_text(),
+            timeout=30,
+            why="the worker to notice",
+        )
+        time.sleep(1.0)  # an outage of a second or so: longer than one retry, shorter than 10 s
+        proxy.up()
+        wait_for(lambda: finished(store, "r1"), timeout=40, why=f"r1:\n{w.log.read_text()}")
+        records = store.load("r1")
+        assert [r.seq for r in records] == list(range(1, len(records) + 1))
+        ticket = [r.type for r in records if r.step == "tool/2/0/create_ticket"]
+        assert ticket == ["step.started", "step.completed"]  # its result landed exactly once
+        submit(store, "r2", [Message("user", "and again")])
+        wait_for(lambda: finished(store, "r2"), timeout=30, why=f"r2:\n{w.log.read_text()}")
+        assert w.proc.poll() is None
+    finally:
+        proxy.close()
+
+
+def test_an_outage_longer_than_an_append_can_wait_leaves_the_write_indeterminate(
+    store: PostgresStore, url: str, side: Path, worker: Callable[..., WorkerProcess]
+):
+    """Nothing half-written: the write's result could not be recorded, so the run stops as
+    indeterminate for a human, and the worker is still there when the server is back."""
+    proxy = Proxy(url)
+    try:
+        submit(store, "r1", [Message("user", "file it")])
+        w = worker(proxy.url(), hold="write")
+        wait_for(lambda: (side / "tickets.log").exists(), timeout=30, why="the worker's write")
+        proxy.down()
+        (side / "go-write").touch()
+        wait_for(
+            lambda: (
+                "whether the record landed is known once the server is back" in w.log.read_text()
+            ),
+            timeout=40,
+            why=f"the append to give up:\n{w.log.read_text()}",
+        )
+        proxy.up()
+        wait_for(
+            lambda: (
+                store.summary("r1") is not None
+                and store.summary("r1").status == RunStatus.INDETERMINATE
+            ),  # type: ignore[union-attr]
+            timeout=30,
+            why="the run to show its open write",
+        )
+        records = store.load("r1")
+        assert records[-1].type == "step.started" and records[-1].step == "tool/2/0/create_ticket"
+        assert w.proc.poll() is None
+    finally:
+        proxy.close()
+
+
+def test_store_unavailable_is_a_store_error():
+    assert issubclass(StoreUnavailableError, StoreError)

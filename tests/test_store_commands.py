@@ -1,0 +1,196 @@
+"""agentrun export, agentrun copy and the worker's --lease-ttl: runs move between a directory and PostgreSQL byte for
+byte, with their attempts; copying again changes nothing; a bad or conflicting run is refused
+by name and the others still move."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pgserver
+import pytest
+from procs import child_env
+
+from durableagent import (
+    FileStore,
+    Message,
+    Reconcile,
+    Record,
+    Store,
+    open_store,
+    run,
+    signal,
+    submit,
+)
+from helpdesk import INPUT, Side, helpdesk
+
+
+def agentrun(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "durableagent.cli", *args],
+        capture_output=True,
+        timeout=120,
+        env=child_env(),
+    )
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    with pgserver.fresh_schema() as schema:
+        yield pgserver.url(schema)
+
+
+KILLED = """
+import os, signal, sys
+from durableagent import open_store
+held = open_store(sys.argv[1]).lease("fixed", owner="crashed")
+held.__enter__()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+async def build(store: FileStore, side: Side) -> None:
+    """Runs in several states: awaiting approval, completed, approved and then stopped by
+    an attempt that never said how it ended, and one only submitted."""
+    config, _ = helpdesk(store, side)
+    await run(config, "waiting", INPUT)
+    first = await run(config, "done", INPUT)
+    signal(store, "done", "approve", {"marker": first.pending[0].marker}, by="alice")
+    await run(config, "done", None)
+    first = await run(config, "fixed", INPUT)
+    signal(store, "fixed", "approve", {"marker": first.pending[0].marker}, by="bob")
+    killed = subprocess.run([sys.executable, "-c", KILLED, str(store.root)], env=child_env())
+    assert killed.returncode == -9  # an attempt that never said how it ended
+    submit(store, "fresh", [Message("user", "later")])
+
+
+def journals(root: Path) -> dict[str, bytes]:
+    return {p.stem: p.read_bytes() for p in sorted(root.glob("*.jsonl"))}
+
+
+def attempts_of(store: Store) -> dict[str, list[tuple]]:
+    return {
+        r: [
+            (a.number, a.owner, a.epoch, a.first_seq, a.ended, a.last_seq)
+            for a in store.attempts(r)
+        ]
+        for r in store.run_ids()
+    }
+
+
+def statuses(store: Store) -> dict[str, str]:
+    return {s.run_id: str(s.status) for s in store.summaries()}
+
+
+async def test_a_round_trip_file_postgres_file_is_byte_identical(tmp_path: Path, pg_url: str):
+    src = FileStore(tmp_path / "src")
+    await build(src, Side(tmp_path / "side"))
+    there = agentrun("copy", str(tmp_path / "src"), pg_url)
+    assert there.returncode == 0, there.stderr
+    assert b"copied 4 run(s)" in there.stdout
+    back = agentrun("copy", pg_url, str(tmp_path / "back"))
+    assert back.returncode == 0, back.stderr
+
+    assert journals(tmp_path / "back") == journals(tmp_path / "src")
+    pg, dst = open_store(pg_url), FileStore(tmp_path / "back")
+    try:
+        assert attempts_of(pg) == attempts_of(src) == attempts_of(dst)
+        assert statuses(pg) == statuses(src) == statuses(dst)
+        assert [(a.owner, a.ended) for a in dst.attempts("fixed")][-1] == ("crashed", "lost")
+        for run_id, data in journals(tmp_path / "src").items():
+            exported = agentrun("export", run_id, "--store", pg_url)
+            assert exported.returncode == 0 and exported.stdout == data
+    finally:
+        pg.close()
+
+
+async def test_copying_again_changes_nothing(tmp_path: Path, pg_url: str):
+    src = FileStore(tmp_path / "src")
+    await build(src, Side(tmp_path / "side"))
+    assert agentrun("copy", str(tmp_path / "src"), pg_url).returncode == 0
+    pg = open_store(pg_url)
+    try:
+        before = ({r: pg.export_run(r) for r in pg.run_ids()}, attempts_of(pg))
+        again = agentrun("copy", str(tmp_path / "src"), pg_url)
+        assert again.returncode == 0, again.stderr
+        assert b"copied 0 run(s)" in again.stdout and b"4 already there" in again.stdout
+        assert ({r: pg.export_run(r) for r in pg.run_ids()}, attempts_of(pg)) == before
+    finally:
+        pg.close()
+
+
+async def test_a_corrupt_source_line_is_refused_with_its_line(tmp_path: Path, pg_url: str):
+    src = FileStore(tmp_path / "src")
+    await build(src, Side(tmp_path / "side"))
+    path = tmp_path / "src" / "done.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[2] = lines[2].replace(b"lookup_policy", b"lookup_polixy")  # the crc no longer fits
+    path.write_bytes(b"\n".join(lines))
+
+    p = agentrun("copy", str(tmp_path / "src"), pg_url)
+    assert p.returncode == 1
+    err = p.stderr.decode()
+    assert "run 'done' is corrupt at line 3: crc mismatch" in err and "Traceback" not in err
+    assert b"copied 3 run(s)" in p.stdout and b"1 refused: done" in p.stdout
+    pg = open_store(pg_url)
+    try:
+        assert sorted(pg.run_ids()) == ["fixed", "fresh", "waiting"]
+    finally:
+        pg.close()
+    exported = agentrun("export", "done", "--store", str(tmp_path / "src"))
+    assert exported.returncode == 1 and b"corrupt at line 3" in exported.stderr
+
+
+async def test_a_run_with_other_records_in_the_destination_is_refused_by_name(
+    tmp_path: Path, pg_url: str
+):
+    src = FileStore(tmp_path / "src")
+    await build(src, Side(tmp_path / "side"))
+    pg = open_store(pg_url)
+    try:
+        submit(pg, "waiting", [Message("user", "another question")])
+        theirs = pg.export_run("waiting")
+        p = agentrun("copy", str(tmp_path / "src"), pg_url)
+        assert p.returncode == 1
+        assert "run 'waiting' is already in" in p.stderr.decode()
+        assert b"1 refused: waiting" in p.stdout
+        assert pg.export_run("waiting") == theirs  # nothing of it was lost
+        assert sorted(pg.run_ids()) == ["done", "fixed", "fresh", "waiting"]
+    finally:
+        pg.close()
+
+
+def test_exporting_an_unknown_run_is_refused(tmp_path: Path):
+    FileStore(tmp_path / "runs")
+    p = agentrun("export", "nobody", "--store", str(tmp_path / "runs"))
+    assert p.returncode == 1 and b"no run 'nobody'" in p.stderr
+
+
+async def test_a_reconciled_run_copies_with_its_signals(tmp_path: Path, pg_url: str):
+    src = FileStore(tmp_path / "src")
+    side = Side(tmp_path / "side")
+    config, _ = helpdesk(src, side)
+    first = await run(config, "r", INPUT)
+    signal(src, "r", "approve", {"marker": first.pending[0].marker}, by="alice")
+    # A worker died inside the write: its start is the journal's last record.
+    src.append("r", Record.make("step.started", "tool/2/0/create_ticket", "tool", {"write": True}))
+    signal(src, "r", "reconcile", Reconcile("tool/2/0/create_ticket", "done", "T-1"), by="oncall")
+    assert agentrun("copy", str(tmp_path / "src"), pg_url).returncode == 0
+    pg = open_store(pg_url)
+    try:
+        assert pg.export_run("r") == src.export_run("r")
+        config2, model = helpdesk(pg, side)
+        done = await run(config2, "r", None)  # resumes on the other store
+        assert done.message is not None and "T-1" in done.message.content
+        assert model.calls == 1
+    finally:
+        pg.close()
+
+
+def test_a_worker_lease_ttl_must_be_positive(tmp_path: Path):
+    p = agentrun(
+        "worker", "--agent", "_child_agents:gated", "--store", str(tmp_path), "--lease-ttl", "0"
+    )
+    assert p.returncode == 2 and b"--lease-ttl must be a positive" in p.stderr
