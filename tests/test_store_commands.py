@@ -1,6 +1,6 @@
-"""agentrun export, agentrun copy and the worker's --lease-ttl: runs move between a directory and PostgreSQL byte for
-byte, with their attempts; copying again changes nothing; a bad or conflicting run is refused
-by name and the others still move."""
+"""agentrun export, agentrun copy and the worker's --lease-ttl. Runs move between a
+directory and PostgreSQL byte for byte, with their attempts; copying again changes nothing; a
+bad or conflicting run is refused by name and the others still move."""
 
 from __future__ import annotations
 
