@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any
@@ -40,11 +40,11 @@ from ..errors import (
     StoreError,
     StoreUnavailableError,
 )
-from ..fold import Fold, Summary, corrupt_summary, summarize
+from ..fold import Fold, RunStatus, Summary, corrupt_summary, summarize
+from ..gate import Pending
 from ..ids import check_run_id, valid_run_id
 from ..outcome import Outcome
 from ..record import Record, encode_line
-from .file_logs import row_of, summary_of
 from .lines import parse_lines
 from .pg_connector import (
     LOST,
@@ -425,8 +425,8 @@ class PostgresStore:
             "epoch": None if lease is None else lease.epoch,
             "version": state.version,
             "fold": _dumps(fold.to_json()),
-            "summary": _summary_text(run_id, fold, state.outcome),
             "channel": self._channel,
+            **_summary_args(run_id, fold, state.outcome),
         }
         sent[:] = [(seq, line)]
         cur = conn.execute(self._append_query(conn, sync), args)
@@ -515,38 +515,42 @@ class PostgresStore:
     # -- summaries ---------------------------------------------------------------------------
 
     def summaries(self) -> list[Summary]:
-        """Every run's status line: one query (each run's summary row, kept at each append,
-        and whether its lease is held), one JSON parse."""
-        text = self._db.read("listing runs", lambda c: _one(c.execute(QUERIES["summaries"])))
-        out = []
-        for run_id, row, held in json.loads(text):
-            out.append(self._summary_of(run_id, row, held))
-        return out
+        """Every run's status line, sorted by run id: one query over the run rows (the
+        summary kept at each append, a column per field, and whether the lease is held)."""
+        missing: list[tuple[int, str, bool]] = []
+
+        def read(conn: Connection) -> list[Summary | None]:
+            # A server-side cursor read in batches: only the summaries pile up in memory.
+            out: list[Summary | None] = []
+            with conn.transaction(), conn.cursor("summaries", binary=True) as cur:
+                cur.itersize = 5000
+                for row in cur.execute(QUERIES["summaries"]):
+                    summary = _summary_from(row)
+                    if summary is None:
+                        missing.append((len(out), row[0], bool(row[-1])))
+                    out.append(summary)
+            return out
+
+        listed = self._db.read("listing runs", read)
+        for i, run_id, held in missing:
+            listed[i] = self._rebuild_summary(run_id, held)
+        return [s for s in listed if s is not None]
 
     def summary(self, run_id: str) -> Summary | None:
         """One run's status line; None for an unknown run."""
         args = {"run_id": check_run_id(run_id)}
-        got = self._db.read(
+        row = self._db.read(
             "reading a run", lambda c: c.execute(QUERIES["summary"], args).fetchone()
         )
-        if got is None:
+        if row is None:
             return None
-        row = None if got[0] is None else json.loads(got[0])
-        return self._summary_of(run_id, row, bool(got[1]))
-
-    def _summary_of(self, run_id: str, row: Any, held: bool) -> Summary:
-        if isinstance(row, list) and len(row) >= 15:
-            try:
-                return summary_of(row, held)
-            except (TypeError, ValueError, KeyError, IndexError):
-                pass
-        return self._rebuild_summary(run_id, held)
+        return _summary_from(row) or self._rebuild_summary(run_id, bool(row[-1]))
 
     def _rebuild_summary(self, run_id: str, held: bool) -> Summary:
-        """A summary that is missing (or does not parse), from the journal; saved back unless
-        the run moved meanwhile."""
+        """A summary that is missing, from the journal; saved back unless the run moved
+        meanwhile (derived data: rebuilt again next time if that fails)."""
+        args = {"run_id": run_id}
         try:
-            args = {"run_id": run_id}
             got = self._db.read(
                 "reading a run", lambda c: c.execute(QUERIES["state"], args).fetchone()
             )
@@ -556,11 +560,15 @@ class PostgresStore:
         version = 0 if got is None else got[1]
         outcome = None if got is None else _outcome(got[3])
         f = _fold(records)
-        text = _summary_text(run_id, f, outcome)
-        store = {"run_id": run_id, "fold": _dumps(f.to_json()), "summary": text, "version": version}
-        with suppress(StoreError):  # derived data: rebuilt again next time
+        store = {
+            "run_id": run_id,
+            "fold": _dumps(f.to_json()),
+            "version": version,
+            **_summary_args(run_id, f, outcome),
+        }
+        with suppress(StoreError):
             self._db.read("saving a summary", lambda c: c.execute(QUERIES["store_summary"], store))
-        return summary_of(json.loads(text), held)
+        return summarize(run_id, f, outcome, held)
 
     # -- leases ------------------------------------------------------------------------------
 
@@ -664,7 +672,9 @@ class PostgresStore:
                 "ended": str(outcome.status),
                 "last_seq": outcome.seq,
                 "outcome": Jsonb(outcome.to_dict()),
-                "summary": _summary_text(run_id, state.fold, outcome) if state.last_seq else None,
+                "summary": Jsonb(_summary_args(run_id, state.fold, outcome))
+                if state.last_seq
+                else None,
                 "channel": self._channel,
             }
             try:
@@ -849,9 +859,9 @@ class PostgresStore:
                             "run_id": run_id,
                             "last_seq": records[-1].seq,
                             "fold": _dumps(f.to_json()),
-                            "summary": _summary_text(run_id, f, outcome),
                             "outcome": None if outcome is None else Jsonb(outcome.to_dict()),
                             "epoch": max((a.epoch for a in attempts), default=0),
+                            **_summary_args(run_id, f, outcome),
                         },
                     )
                     cur.execute(QUERIES["notify"], {"channel": self._channel, "run_id": run_id})
@@ -896,9 +906,44 @@ def _fold(records: list[Record]) -> Fold:
     return f
 
 
-def _summary_text(run_id: str, fold: Fold, outcome: Outcome | None) -> str:
-    """The status row stored beside the run: its summary as if the lease were free."""
-    return str(_dumps(row_of(summarize(run_id, fold, outcome), [])))
+def _summary_args(run_id: str, fold: Fold, outcome: Outcome | None) -> dict[str, Any]:
+    """The run's status line as the ``runs`` columns hold it: as if the lease were free."""
+    s = summarize(run_id, fold, outcome)
+    return {
+        "status": str(s.status),
+        "steps": s.steps,
+        "model_calls": s.model_calls,
+        "started_at": s.started_at,
+        "last_activity": s.last_activity,
+        "waiting_on": s.waiting_on,
+        "error": s.error,
+        "input": s.input,
+        "answer": s.answer,
+        "pending": _dumps([p.to_dict() for p in s.pending]) if s.pending else None,
+        "indeterminate": s.indeterminate,
+        "signals": s.signals,
+    }
+
+
+_STATUS = {str(s): s for s in RunStatus}
+_SETTLED = (RunStatus.COMPLETED, RunStatus.CORRUPT)
+
+
+def _summary_from(row: Sequence[Any]) -> Summary | None:
+    """A ``summaries`` row as a Summary; None when the run's summary is missing. The stored
+    status is as if the lease were free: a held lease makes it running (as file_logs'
+    summary_of does for the FileStore's index)."""
+    (run_id, status, steps, calls, started, last, last_seq, waiting, error, given, answer,
+     pending, indeterminate, signals, held) = row  # fmt: skip
+    if status is None:
+        return None
+    status = _STATUS[status]
+    if held and status not in _SETTLED:
+        return Summary(run_id, RunStatus.RUNNING, steps, calls, started, last, last_seq, "", "",
+                       given, answer, True, (), None, signals)  # fmt: skip
+    waiting_calls = tuple(Pending.from_dict(p) for p in json.loads(pending)) if pending else ()
+    return Summary(run_id, status, steps, calls, started, last, last_seq, waiting, error, given,
+                   answer, bool(held), waiting_calls, indeterminate, signals)  # fmt: skip
 
 
 def _encode(record: Record, seq: int) -> bytes:

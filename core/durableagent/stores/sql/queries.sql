@@ -62,7 +62,11 @@ SELECT last_seq, version, fold, outcome FROM runs WHERE run_id = %(run_id)s;
 -- never the record (payloads stop at 8000 bytes). {commit} is NULL, or async_commit.
 WITH updated AS (
     UPDATE runs SET last_seq = %(seq)s, version = version + 1, fold = %(fold)s,
-        summary = %(summary)s, updated_at = clock_timestamp()
+        status = %(status)s, steps = %(steps)s, model_calls = %(model_calls)s,
+        started_at = %(started_at)s, last_activity = %(last_activity)s,
+        waiting_on = %(waiting_on)s, error = %(error)s, input = %(input)s,
+        answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
+        signals = %(signals)s, updated_at = clock_timestamp()
     WHERE run_id = %(run_id)s AND last_seq = %(seq)s - 1 AND version = %(version)s
       AND (%(epoch)s::bigint IS NULL OR holder_epoch = %(epoch)s::bigint)
     RETURNING version
@@ -85,22 +89,27 @@ WITH locked AS (SELECT run_id FROM runs WHERE run_id = %(run_id)s FOR UPDATE)
 SELECT line FROM records WHERE run_id = (SELECT run_id FROM locked) AND seq = %(seq)s;
 
 -- name: summaries
--- Every run's status line and whether its lease is held, as one JSON array text (one parse
--- on the client: listing 100,000 runs must stay well under a second).
-SELECT coalesce(
-    '[' || string_agg(
-        '[' || to_json(run_id)::text || ',' || coalesce(summary, 'null') || ','
-            || CASE WHEN lease_held(runs) THEN 'true' ELSE 'false' END || ']',
-        ',' ORDER BY run_id) || ']',
-    '[]')
-FROM runs WHERE last_seq > 0;
+-- Every run's status line (kept at each append, a column per field) and whether its lease is
+-- held now.
+SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, waiting_on,
+       error, input, answer, pending, indeterminate, signals,
+       lease_held(holder, expires_at, holder_token)
+FROM runs WHERE last_seq > 0 ORDER BY run_id;
 
 -- name: summary
-SELECT summary, lease_held(runs) FROM runs WHERE run_id = %(run_id)s AND last_seq > 0;
+SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, waiting_on,
+       error, input, answer, pending, indeterminate, signals,
+       lease_held(holder, expires_at, holder_token)
+FROM runs WHERE run_id = %(run_id)s AND last_seq > 0;
 
 -- name: store_summary
 -- A summary rebuilt from the journal (it was missing), unless the run moved meanwhile.
-UPDATE runs SET fold = %(fold)s, summary = %(summary)s, version = version + 1
+UPDATE runs SET fold = %(fold)s, version = version + 1,
+    status = %(status)s, steps = %(steps)s, model_calls = %(model_calls)s,
+    started_at = %(started_at)s, last_activity = %(last_activity)s,
+    waiting_on = %(waiting_on)s, error = %(error)s, input = %(input)s,
+    answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
+    signals = %(signals)s
 WHERE run_id = %(run_id)s AND version = %(version)s;
 
 -- name: take_lease
@@ -118,7 +127,7 @@ SELECT release_lease(%(run_id)s, %(epoch)s, %(at)s, %(channel)s);
 
 -- name: lease_holder
 SELECT holder, holder_epoch, holder_since, holder_ttl
-FROM runs WHERE run_id = %(run_id)s AND lease_held(runs);
+FROM runs WHERE run_id = %(run_id)s AND lease_held(holder, expires_at, holder_token);
 
 -- name: end_attempt
 SELECT * FROM end_attempt(
@@ -133,7 +142,8 @@ SELECT outcome FROM runs WHERE run_id = %(run_id)s;
 -- that one is lost).
 SELECT a.number, a.owner, a.epoch, a.started_at, a.first_seq, a.ended_at, a.last_seq,
        a.ended, a.outcome,
-       (SELECT r.holder_epoch FROM runs r WHERE r.run_id = a.run_id AND lease_held(r))
+       (SELECT r.holder_epoch FROM runs r
+        WHERE r.run_id = a.run_id AND lease_held(r.holder, r.expires_at, r.holder_token))
 FROM attempts a WHERE a.run_id = %(run_id)s ORDER BY a.number;
 
 -- name: read_failures
@@ -159,8 +169,12 @@ VALUES (%(run_id)s, %(number)s, %(owner)s, %(epoch)s, %(started_at)s, %(first_se
 
 -- name: import_run
 UPDATE runs SET last_seq = %(last_seq)s, version = version + 1, fold = %(fold)s,
-    summary = %(summary)s, outcome = %(outcome)s, epoch = greatest(epoch, %(epoch)s),
-    updated_at = clock_timestamp()
+    outcome = %(outcome)s, epoch = greatest(epoch, %(epoch)s), updated_at = clock_timestamp(),
+    status = %(status)s, steps = %(steps)s, model_calls = %(model_calls)s,
+    started_at = %(started_at)s, last_activity = %(last_activity)s,
+    waiting_on = %(waiting_on)s, error = %(error)s, input = %(input)s,
+    answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
+    signals = %(signals)s
 WHERE run_id = %(run_id)s;
 
 -- name: notify

@@ -22,8 +22,21 @@ CREATE TABLE runs (
     -- says which version it was computed from, and is refused (stale) if that moved.
     version bigint NOT NULL DEFAULT 0,
     fold text,           -- Fold.to_json() of the journal as JSON; NULL: rebuild it from the records
-    summary text,        -- the status line as JSON, as if the lease were free
     outcome jsonb,       -- the outcome of the last attempt that ended with one
+    -- The status line (fold.Summary) as if the lease were free, a column per field so that
+    -- a listing reads them as they are; status NULL: rebuild it from the journal.
+    status text,
+    steps integer,
+    model_calls integer,
+    started_at double precision,
+    last_activity double precision,
+    waiting_on text,
+    error text,
+    input text,
+    answer text,
+    pending text,        -- JSON: the pending calls, NULL when none
+    indeterminate text,
+    signals integer,
     epoch bigint NOT NULL DEFAULT 0,   -- the last lease epoch given: the fencing token
     holder text,         -- the lease holder's owner name; NULL: free
     holder_epoch bigint,
@@ -75,10 +88,23 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- True while a run's lease is held: a holder, not expired, its session connected.
-CREATE FUNCTION lease_held(r runs) RETURNS boolean
+CREATE FUNCTION lease_held(holder text, expires_at timestamptz, token bigint) RETURNS boolean
 LANGUAGE sql STABLE AS $$
-    SELECT r.holder IS NOT NULL AND r.expires_at > clock_timestamp()
-        AND session_alive(r.holder_token)
+    SELECT CASE WHEN holder IS NULL OR expires_at <= clock_timestamp() THEN false
+                ELSE session_alive(token) END
+$$;
+
+-- Set the run's status line from a JSON object of its fields (the columns above, by name).
+CREATE FUNCTION set_summary(p_run_id text, p jsonb) RETURNS void
+LANGUAGE sql AS $$
+    UPDATE runs SET status = p->>'status', steps = (p->>'steps')::integer,
+        model_calls = (p->>'model_calls')::integer,
+        started_at = (p->>'started_at')::double precision,
+        last_activity = (p->>'last_activity')::double precision,
+        waiting_on = p->>'waiting_on', error = p->>'error', input = p->>'input',
+        answer = p->>'answer', pending = p->>'pending', indeterminate = p->>'indeterminate',
+        signals = (p->>'signals')::integer
+    WHERE run_id = p_run_id
 $$;
 
 -- Lock the run's row, creating it if new.
@@ -111,7 +137,7 @@ DECLARE
     r runs;
 BEGIN
     r := lock_run(p_run_id);
-    IF lease_held(r) THEN
+    IF lease_held(r.holder, r.expires_at, r.holder_token) THEN
         RETURN QUERY SELECT 'busy', r.holder_epoch, r.holder, r.holder_since,
             r.last_seq, r.version, NULL::text, NULL::jsonb;
         RETURN;
@@ -159,7 +185,7 @@ $$;
 -- An outcome saved without a lease after its attempt ended makes an attempt of its own.
 CREATE FUNCTION end_attempt(
     p_run_id text, p_epoch bigint, p_lease boolean, p_version bigint, p_at double precision,
-    p_ended text, p_last_seq bigint, p_outcome jsonb, p_summary text, p_channel text
+    p_ended text, p_last_seq bigint, p_outcome jsonb, p_summary jsonb, p_channel text
 ) RETURNS TABLE (result text, last_seq bigint, version bigint, fold text, outcome jsonb)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_column
@@ -190,9 +216,12 @@ BEGIN
             e, p_at, p_last_seq, p_ended, p_outcome
         );
     END IF;
-    UPDATE runs SET outcome = p_outcome, summary = coalesce(p_summary, runs.summary),
-        version = r.version + 1, updated_at = clock_timestamp()
+    UPDATE runs SET outcome = p_outcome, version = r.version + 1,
+        updated_at = clock_timestamp()
     WHERE run_id = p_run_id;
+    IF p_summary IS NOT NULL THEN
+        PERFORM set_summary(p_run_id, p_summary);
+    END IF;
     PERFORM pg_notify(p_channel, p_run_id);
     RETURN QUERY SELECT 'ok', r.last_seq, r.version + 1, NULL::text, NULL::jsonb;
 END
