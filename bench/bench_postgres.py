@@ -83,16 +83,17 @@ def store_url(url: str, schema: str) -> str:
 # -- 1. append vs a raw INSERT ----------------------------------------------------------------
 
 
-def round_trips(conn: psycopg.Connection[Any], fn: Callable[[], object]) -> int:
-    """Round trips ``fn`` makes on ``conn``: each turn from sending to receiving in libpq's
-    protocol trace."""
+def round_trips(borrow: Callable[[], Any], fn: Callable[[], object]) -> int:
+    """Round trips ``fn`` makes on the connection ``borrow()`` lends (a context manager):
+    each turn from sending to receiving in libpq's protocol trace."""
     with tempfile.NamedTemporaryFile("w+") as f:
-        conn.pgconn.trace(os.dup(f.fileno()))
+        with borrow() as conn:
+            conn.pgconn.trace(os.dup(f.fileno()))
         try:
             fn()
         finally:
-            conn.pgconn.untrace()
-        f.seek(0)
+            with borrow() as conn:
+                conn.pgconn.untrace()
         text = Path(f.name).read_text()
     sides = [line.split("\t")[1] for line in text.splitlines() if line.count("\t") >= 2]
     return sum(1 for a, b in itertools.pairwise(sides) if a == "F" and b == "B")
@@ -132,11 +133,16 @@ def bench_append(url: str, n: int = 1500) -> None:
             tx.execute(insert, ("t", next(seq), line))
             tx.commit()
             txn.append(time.perf_counter() - t)
-        with store._db.connection() as conn:
-            rt_ours = round_trips(conn, lambda: store.append("a", rec))
-            rt_check = round_trips(conn, lambda: store.append("a", rec, check=lambda r: None))
-        rt_auto = round_trips(raw, lambda: raw.execute(insert, ("r", next(seq), line)))
-        rt_txn = round_trips(tx, lambda: (tx.execute(insert, ("t", next(seq), line)), tx.commit()))
+        pooled = store._db.connection
+        rt_ours = round_trips(pooled, lambda: store.append("a", rec))
+        rt_check = round_trips(pooled, lambda: store.append("a", rec, check=lambda r: None))
+        rt_auto = round_trips(
+            lambda: contextlib.nullcontext(raw), lambda: raw.execute(insert, ("r", next(seq), line))
+        )
+        rt_txn = round_trips(
+            lambda: contextlib.nullcontext(tx),
+            lambda: (tx.execute(insert, ("t", next(seq), line)), tx.commit()),
+        )
         m_ours, m_auto, m_txn = M(ours), M(auto), M(txn)
         print("1. append (medians of interleaved samples)")
         print(f"   raw INSERT, autocommit       {m_auto * 1e6:7.0f} µs   {rt_auto} round trip(s)")

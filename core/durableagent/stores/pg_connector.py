@@ -26,7 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import StoreError, StoreUnavailableError
-from .sql import QUERIES
+from .sql import bound as _q
 
 T = TypeVar("T")
 Connection = psycopg.Connection[Any]
@@ -165,7 +165,7 @@ class Connector:
         """Put the store's schema first on the search path and check that a commit waits for
         the disk (``synchronous_commit`` not off), unless the caller opted out."""
         path = sql.Identifier(self.target.schema).as_string(conn)
-        row = conn.execute(QUERIES["configure"], {"search_path": path}).fetchone()
+        row = conn.execute(*_q("configure", {"search_path": path})).fetchone()
         assert row is not None
         if row[1] == "off" and not self.target.allow_async_commit:
             conn.close()
@@ -307,7 +307,7 @@ class Session:
         if not self.token:
             for _ in range(8):  # a random 62-bit key: a clash with another session is a retry
                 token = random.getrandbits(62) | 1
-                row = conn.execute(QUERIES["take_token"], {"token": token}).fetchone()
+                row = conn.execute(*_q("take_token", {"token": token})).fetchone()
                 if row is not None and row[0]:
                     self.token = token
                     break

@@ -60,6 +60,7 @@ from .pg_connector import (
 from .protocol import LOST as ATTEMPT_LOST
 from .protocol import Attempt, Check, Lease, default_owner
 from .sql import QUERIES, SCHEMA_VERSION, migrations, schema_sql
+from .sql import bound as _q
 
 log = logging.getLogger("durableagent.stores.postgres")
 
@@ -244,16 +245,16 @@ class PostgresStore:
         ident = sql.Identifier(self.schema)
         try:
             with conn.transaction():
-                conn.execute(QUERIES["create_lock"], name)
-                exists = _one(conn.execute(QUERIES["schema_exists"], name))
-                ours = exists and _one(conn.execute(QUERIES["has_version"], name))
+                conn.execute(*_q("create_lock", name))
+                exists = _one(conn.execute(*_q("schema_exists", name)))
+                ours = exists and _one(conn.execute(*_q("has_version", name)))
                 if not ours:
                     if not create:
                         raise StoreError(
                             f"no store at {self._description}: check the URL and its ?schema=, "
                             "or submit a run to create it"
                         )
-                    if exists and _one(conn.execute(QUERIES["schema_tables"], name)):
+                    if exists and _one(conn.execute(*_q("schema_tables", name))):
                         raise StoreError(
                             f"schema {self.schema!r} of {self._description} holds tables that "
                             "are not a durableagent store: pick another ?schema="
@@ -284,18 +285,18 @@ class PostgresStore:
     def load(self, run_id: str) -> list[Record]:
         """Every record of the run, [] for an unknown run."""
         args = {"run_id": check_run_id(run_id)}
-        rows = self._db.read("loading a run", lambda c: _lines(c, QUERIES["load"], args))
+        rows = self._db.read("loading a run", lambda c: _lines(c, "load", args))
         return parse_lines(run_id, rows)
 
     def load_since(self, run_id: str, after_seq: int) -> list[Record]:
         """The records with seq > ``after_seq``."""
         args = {"run_id": check_run_id(run_id), "after": after_seq}
-        rows = self._db.read("loading a run", lambda c: _lines(c, QUERIES["load_since"], args))
+        rows = self._db.read("loading a run", lambda c: _lines(c, "load_since", args))
         return parse_lines(run_id, rows, after_seq + 1, after_seq + 1)
 
     def run_ids(self) -> list[str]:
         """Every run (a run has at least one record), sorted."""
-        rows = self._db.read("listing runs", lambda c: c.execute(QUERIES["run_ids"]).fetchall())
+        rows = self._db.read("listing runs", lambda c: c.execute(*_q("run_ids")).fetchall())
         return [r[0] for r in rows]
 
     # -- appending ---------------------------------------------------------------------------
@@ -369,12 +370,12 @@ class PostgresStore:
         with self._db.connection() as conn:
             try:
                 with conn.pipeline() as pipeline:
-                    conn.execute(QUERIES["begin"])
-                    cur = conn.execute(QUERIES["lock_state"], {"run_id": run_id})
+                    conn.execute(*_q("begin"))
+                    cur = conn.execute(*_q("lock_state", {"run_id": run_id}))
                     got = None
                     if check is not None:
                         args = {"run_id": run_id, "after": since}
-                        got = conn.cursor(binary=True).execute(QUERIES["load_since"], args)
+                        got = conn.cursor(binary=True).execute(*_q("load_since", args))
                     pipeline.sync()
                     last_seq, version, fold, outcome, holder = _row(cur)
                     if got is not None and check is not None:
@@ -387,14 +388,14 @@ class PostgresStore:
                     if state is None or (state.last_seq, state.version) != (last_seq, version):
                         state = _state_of(last_seq, version, fold, outcome)
                     if state.fold is None:
-                        every = _lines(conn, QUERIES["load"], {"run_id": run_id})
+                        every = _lines(conn, "load", {"run_id": run_id})
                         state.fold = _fold(parse_lines(run_id, every))
                     pending = self._send(conn, run_id, record, state, lease, sync, sent)
-                    conn.execute(QUERIES["commit"])
+                    conn.execute(*_q("commit"))
                 # Leaving the pipeline sent them and read the answers: the second round trip.
             except BaseException:
                 if not conn.broken and conn.info.transaction_status != TransactionStatus.IDLE:
-                    conn.execute(QUERIES["rollback"])
+                    conn.execute(*_q("rollback"))
                 raise
             if not self._settle(run_id, pending, sent):
                 raise StoreError(f"run {run_id!r} changed under its own row lock")
@@ -429,14 +430,14 @@ class PostgresStore:
             **_summary_args(run_id, fold, state.outcome),
         }
         sent[:] = [(seq, line)]
-        cur = conn.execute(self._append_query(conn, sync), args)
+        cur = conn.execute(self._append_query(conn, sync), QUERIES["append"].bind(args))
         return _Pending(cur, stored, _State(seq, 0, fold, state.outcome))
 
     def _append_query(self, conn: Connection, sync: bool) -> str:
         query = self._append_queries.get(sync)
         if query is None:
-            commit = sql.SQL("NULL" if sync else QUERIES["async_commit"])
-            query = sql.SQL(QUERIES["append"]).format(commit=commit).as_string(conn)
+            commit = sql.SQL("NULL" if sync else QUERIES["async_commit"].sql)
+            query = sql.SQL(QUERIES["append"].sql).format(commit=commit).as_string(conn)
             self._append_queries[sync] = query
         return query
 
@@ -471,7 +472,7 @@ class PostgresStore:
                 seq, line = sent[0]
                 with self._db.connection() as conn:
                     cur = conn.cursor(binary=True)
-                    row = cur.execute(QUERIES["line_at"], {"run_id": run_id, "seq": seq})
+                    row = cur.execute(*_q("line_at", {"run_id": run_id, "seq": seq}))
                     found = row.fetchone()
                 if found is not None and bytes(found[0]) == line:
                     return Record(
@@ -524,7 +525,7 @@ class PostgresStore:
             out: list[Summary | None] = []
             with conn.transaction(), conn.cursor("summaries", binary=True) as cur:
                 cur.itersize = 5000
-                for row in cur.execute(QUERIES["summaries"]):
+                for row in cur.execute(*_q("summaries")):
                     summary = _summary_from(row)
                     if summary is None:
                         missing.append((len(out), row[0], bool(row[-1])))
@@ -539,9 +540,7 @@ class PostgresStore:
     def summary(self, run_id: str) -> Summary | None:
         """One run's status line; None for an unknown run."""
         args = {"run_id": check_run_id(run_id)}
-        row = self._db.read(
-            "reading a run", lambda c: c.execute(QUERIES["summary"], args).fetchone()
-        )
+        row = self._db.read("reading a run", lambda c: c.execute(*_q("summary", args)).fetchone())
         if row is None:
             return None
         return _summary_from(row) or self._rebuild_summary(run_id, bool(row[-1]))
@@ -551,9 +550,7 @@ class PostgresStore:
         meanwhile (derived data: rebuilt again next time if that fails)."""
         args = {"run_id": run_id}
         try:
-            got = self._db.read(
-                "reading a run", lambda c: c.execute(QUERIES["state"], args).fetchone()
-            )
+            got = self._db.read("reading a run", lambda c: c.execute(*_q("state", args)).fetchone())
             records = self.load(run_id)
         except DurableAgentError as e:
             return corrupt_summary(run_id, str(e))
@@ -567,7 +564,7 @@ class PostgresStore:
             **_summary_args(run_id, f, outcome),
         }
         with suppress(StoreError):
-            self._db.read("saving a summary", lambda c: c.execute(QUERIES["store_summary"], store))
+            self._db.read("saving a summary", lambda c: c.execute(*_q("store_summary", store)))
         return summarize(run_id, f, outcome, held)
 
     # -- leases ------------------------------------------------------------------------------
@@ -597,7 +594,7 @@ class PostgresStore:
                 "token": token,
                 "channel": self._channel,
             }
-            return _row(conn.execute(QUERIES["take_lease"], args))
+            return _row(conn.execute(*_q("take_lease", args)))
 
         result, epoch, holder, held_since, last_seq, version, fold, outcome = self._session.run(
             f"taking the lease of run {run_id!r}", take
@@ -615,7 +612,7 @@ class PostgresStore:
     def _renew(self, lease: PgLease) -> None:
         def renew(conn: Connection, token: int) -> Any:
             args = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl": lease.ttl, "token": token}
-            return conn.execute(QUERIES["renew_lease"], args).fetchone()
+            return conn.execute(*_q("renew_lease", args)).fetchone()
 
         if lease.lost_for_sure:
             raise LeaseLostError(lease.run_id, lease.epoch, "another runner holds it now")
@@ -631,7 +628,7 @@ class PostgresStore:
                 "at": time.time(),
                 "channel": self._channel,
             }
-            return conn.execute(QUERIES["release_lease"], args).fetchone()
+            return conn.execute(*_q("release_lease", args)).fetchone()
 
         self._session.run(f"releasing the lease of run {lease.run_id!r}", release)
 
@@ -643,7 +640,7 @@ class PostgresStore:
         """Who holds the lease (owner, epoch, since, ttl), or None when it is free."""
         args = {"run_id": check_run_id(run_id)}
         got = self._db.read(
-            "reading a lease", lambda c: c.execute(QUERIES["lease_holder"], args).fetchone()
+            "reading a lease", lambda c: c.execute(*_q("lease_holder", args)).fetchone()
         )
         if got is None:
             return None
@@ -680,7 +677,7 @@ class PostgresStore:
             try:
                 with self._db.connection() as conn:
                     result, last_seq, version, fold, was = _row(
-                        conn.execute(QUERIES["end_attempt"], args)
+                        conn.execute(*_q("end_attempt", args))
                     )
             except LOST as e:
                 raise self._db.unavailable(f"saving the outcome of run {run_id!r}", e) from None
@@ -700,14 +697,14 @@ class PostgresStore:
 
     def _current_state(self, run_id: str) -> _State:
         args = {"run_id": run_id}
-        got = self._db.read("reading a run", lambda c: c.execute(QUERIES["state"], args).fetchone())
+        got = self._db.read("reading a run", lambda c: c.execute(*_q("state", args)).fetchone())
         return _State(0, 0, Fold(), None) if got is None else _state_of(*got)
 
     def last_outcome(self, run_id: str) -> Outcome | None:
         """The last attempt's outcome (None when there is none or it does not parse)."""
         args = {"run_id": check_run_id(run_id)}
         got = self._db.read(
-            "reading a run", lambda c: c.execute(QUERIES["last_outcome"], args).fetchone()
+            "reading a run", lambda c: c.execute(*_q("last_outcome", args)).fetchone()
         )
         return None if got is None else _outcome(got[0])
 
@@ -716,7 +713,7 @@ class PostgresStore:
         longer holds the lease is ``lost``."""
         args = {"run_id": check_run_id(run_id)}
         rows = self._db.read(
-            "reading attempts", lambda c: c.execute(QUERIES["attempts"], args).fetchall()
+            "reading attempts", lambda c: c.execute(*_q("attempts", args)).fetchall()
         )
         out = []
         for number, owner, epoch, started, first, ended_at, last, ended, outcome, holder in rows:
@@ -743,7 +740,7 @@ class PostgresStore:
         """The workers' shared failure bookkeeping of the run, or None."""
         args = {"run_id": check_run_id(run_id)}
         got = self._db.read(
-            "reading failures", lambda c: c.execute(QUERIES["read_failures"], args).fetchone()
+            "reading failures", lambda c: c.execute(*_q("read_failures", args)).fetchone()
         )
         value = None if got is None else got[0]
         return value if isinstance(value, dict) else None
@@ -760,7 +757,7 @@ class PostgresStore:
         args = {"run_id": check_run_id(run_id), "failures": failures, "channel": self._channel}
         return bool(
             self._db.read(
-                "recording failures", lambda c: _one(c.execute(QUERIES["set_failures"], args))
+                "recording failures", lambda c: _one(c.execute(*_q("set_failures", args)))
             )
         )
 
@@ -818,7 +815,7 @@ class PostgresStore:
         """The run's journal lines exactly as stored (without newlines), every crc and seq
         checked (CorruptJournalError names the first bad line); [] for an unknown run."""
         args = {"run_id": check_run_id(run_id)}
-        lines = self._db.read("exporting a run", lambda c: _lines(c, QUERIES["load"], args))
+        lines = self._db.read("exporting a run", lambda c: _lines(c, "load", args))
         parse_lines(run_id, lines)
         return lines
 
@@ -834,37 +831,40 @@ class PostgresStore:
         f = _fold(records)
         try:
             with self._db.connection() as conn, conn.transaction():
-                last_seq = _row(conn.execute(QUERIES["lock_state"], {"run_id": run_id}))[0]
+                last_seq = _row(conn.execute(*_q("lock_state", {"run_id": run_id})))[0]
                 if last_seq:
-                    there = _lines(conn, QUERIES["load"], {"run_id": run_id})
+                    there = _lines(conn, "load", {"run_id": run_id})
                     if there == lines:
                         return False
                     raise RunConflictError(run_id, self._description, len(there), len(lines))
                 with conn.cursor() as cur:
+                    record = QUERIES["import_record"]
                     cur.executemany(
-                        QUERIES["import_record"],
+                        record.sql,
                         [
-                            {"run_id": run_id, "seq": r.seq, "line": line}
+                            record.values({"run_id": run_id, "seq": r.seq, "line": line})
                             for r, line in zip(records, lines, strict=True)
                         ],
                     )
-                    cur.execute(QUERIES["clear_attempts"], {"run_id": run_id})
+                    cur.execute(*_q("clear_attempts", {"run_id": run_id}))
+                    attempt = QUERIES["import_attempt"]
                     cur.executemany(
-                        QUERIES["import_attempt"],
-                        [_attempt_args(run_id, a) for a in attempts],
+                        attempt.sql, [attempt.values(_attempt_args(run_id, a)) for a in attempts]
                     )
                     cur.execute(
-                        QUERIES["import_run"],
-                        {
-                            "run_id": run_id,
-                            "last_seq": records[-1].seq,
-                            "fold": _dumps(f.to_json()),
-                            "outcome": None if outcome is None else Jsonb(outcome.to_dict()),
-                            "epoch": max((a.epoch for a in attempts), default=0),
-                            **_summary_args(run_id, f, outcome),
-                        },
+                        *_q(
+                            "import_run",
+                            {
+                                "run_id": run_id,
+                                "last_seq": records[-1].seq,
+                                "fold": _dumps(f.to_json()),
+                                "outcome": None if outcome is None else Jsonb(outcome.to_dict()),
+                                "epoch": max((a.epoch for a in attempts), default=0),
+                                **_summary_args(run_id, f, outcome),
+                            },
+                        )
                     )
-                    cur.execute(QUERIES["notify"], {"channel": self._channel, "run_id": run_id})
+                    cur.execute(*_q("notify", {"channel": self._channel, "run_id": run_id}))
         except LOST as e:
             raise self._db.unavailable(f"importing run {run_id!r}", e) from None
         except psycopg.Error as e:
@@ -878,7 +878,7 @@ class PostgresStore:
 
 
 def _ddl(name: str, schema: sql.Identifier) -> sql.Composed:
-    return sql.SQL(QUERIES[name]).format(schema=schema)
+    return sql.SQL(QUERIES[name].sql).format(schema=schema)
 
 
 def _one(cur: psycopg.Cursor[Any]) -> Any:
@@ -893,10 +893,10 @@ def _row(cur: psycopg.Cursor[Any]) -> tuple[Any, ...]:
     return tuple(row)
 
 
-def _lines(conn: Connection, query: str, args: dict[str, Any]) -> list[bytes]:
-    """The journal lines a query selects (binary: the bytes as stored)."""
+def _lines(conn: Connection, name: str, args: dict[str, Any]) -> list[bytes]:
+    """The journal lines a named query selects (binary: the bytes as stored)."""
     cur = conn.cursor(binary=True)
-    return [bytes(r[0]) for r in cur.execute(query, args).fetchall()]
+    return [bytes(r[0]) for r in cur.execute(*_q(name, args)).fetchall()]
 
 
 def _fold(records: list[Record]) -> Fold:

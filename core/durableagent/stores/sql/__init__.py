@@ -10,18 +10,49 @@ Plain text only: nothing here imports psycopg.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 SCHEMA_VERSION = 1
 _NAME = re.compile(r"^-- name: ([a-z_]+)\n", re.MULTILINE)
+_PARAM = re.compile(r"%\((\w+)\)s")
 
 
-def parse_queries(text: str) -> dict[str, str]:
+@dataclass(frozen=True)
+class Query:
+    """A named query. Written with named parameters (``%(run_id)s``), sent with positional
+    ones: psycopg spends tens of microseconds per call matching names, a tenth of an
+    append's round trip."""
+
+    name: str
+    sql: str
+    names: tuple[str, ...]
+
+    def bind(self, args: Mapping[str, Any] | None = None) -> tuple[Any, ...] | None:
+        """The parameters in the query's order (None for a query that takes none: its text
+        is then sent as it is)."""
+        if not self.names:
+            return None
+        assert args is not None, f"query {self.name} needs {', '.join(self.names)}"
+        return self.values(args)
+
+    def values(self, args: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple([args[n] for n in self.names])
+
+    @classmethod
+    def of(cls, name: str, text: str) -> Query:
+        names = tuple(_PARAM.findall(text))
+        return cls(name, _PARAM.sub("%s", text), names)
+
+
+def parse_queries(text: str) -> dict[str, Query]:
     """``{name: query}`` from a file of named queries: the text after each ``-- name:`` line
     up to the next one, without its leading comment lines and its final semicolon."""
     parts = _NAME.split(text)
-    queries: dict[str, str] = {}
+    queries: dict[str, Query] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         lines = body.strip().splitlines()
         while lines and lines[0].startswith("--"):
@@ -29,7 +60,7 @@ def parse_queries(text: str) -> dict[str, str]:
         query = "\n".join(lines).strip().removesuffix(";")
         if name in queries or not query:
             raise ValueError(f"queries.sql: {name!r} is empty or named twice")
-        queries[name] = query
+        queries[name] = Query.of(name, query)
     return queries
 
 
@@ -49,3 +80,9 @@ def migrations(after: int) -> list[tuple[int, str]]:
 
 
 QUERIES = parse_queries((HERE / "queries.sql").read_text())
+
+
+def bound(name: str, args: Mapping[str, Any] | None = None) -> tuple[str, tuple[Any, ...] | None]:
+    """``(sql, parameters)`` of a named query, ready for ``execute(*bound(...))``."""
+    query = QUERIES[name]
+    return query.sql, query.bind(args)

@@ -66,7 +66,7 @@ WITH updated AS (
         started_at = %(started_at)s, last_activity = %(last_activity)s,
         waiting_on = %(waiting_on)s, error = %(error)s, input = %(input)s,
         answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
-        signals = %(signals)s, updated_at = clock_timestamp()
+        signals = %(signals)s
     WHERE run_id = %(run_id)s AND last_seq = %(seq)s - 1 AND version = %(version)s
       AND (%(epoch)s::bigint IS NULL OR holder_epoch = %(epoch)s::bigint)
     RETURNING version
@@ -169,7 +169,7 @@ VALUES (%(run_id)s, %(number)s, %(owner)s, %(epoch)s, %(started_at)s, %(first_se
 
 -- name: import_run
 UPDATE runs SET last_seq = %(last_seq)s, version = version + 1, fold = %(fold)s,
-    outcome = %(outcome)s, epoch = greatest(epoch, %(epoch)s), updated_at = clock_timestamp(),
+    outcome = %(outcome)s, epoch = greatest(epoch, %(epoch)s),
     status = %(status)s, steps = %(steps)s, model_calls = %(model_calls)s,
     started_at = %(started_at)s, last_activity = %(last_activity)s,
     waiting_on = %(waiting_on)s, error = %(error)s, input = %(input)s,

@@ -46,8 +46,7 @@ CREATE TABLE runs (
     -- whose session is gone (its process died) holds nothing, whatever expires_at says.
     holder_token bigint,
     expires_at timestamptz,
-    failures jsonb,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    failures jsonb
 );
 
 -- Each record exactly as the FileStore writes its line (without the newline): the crc covers
@@ -144,8 +143,7 @@ BEGIN
     END IF;
     UPDATE runs SET epoch = r.epoch + 1, holder = p_owner, holder_epoch = r.epoch + 1,
         holder_since = p_since, holder_ttl = p_ttl, holder_token = p_token,
-        expires_at = clock_timestamp() + make_interval(secs => p_ttl),
-        updated_at = clock_timestamp()
+        expires_at = clock_timestamp() + make_interval(secs => p_ttl)
     WHERE run_id = p_run_id;
     INSERT INTO attempts (run_id, number, owner, epoch, started_at, first_seq)
     VALUES (
@@ -167,8 +165,7 @@ CREATE FUNCTION release_lease(
 LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE runs SET holder = NULL, holder_epoch = NULL, holder_since = NULL,
-        holder_ttl = NULL, holder_token = NULL, expires_at = NULL,
-        updated_at = clock_timestamp()
+        holder_ttl = NULL, holder_token = NULL, expires_at = NULL
     WHERE run_id = p_run_id AND holder_epoch = p_epoch;
     IF NOT FOUND THEN
         RETURN false;
@@ -216,8 +213,7 @@ BEGIN
             e, p_at, p_last_seq, p_ended, p_outcome
         );
     END IF;
-    UPDATE runs SET outcome = p_outcome, version = r.version + 1,
-        updated_at = clock_timestamp()
+    UPDATE runs SET outcome = p_outcome, version = r.version + 1
     WHERE run_id = p_run_id;
     IF p_summary IS NOT NULL THEN
         PERFORM set_summary(p_run_id, p_summary);
@@ -235,13 +231,13 @@ DECLARE
     had boolean;
 BEGIN
     IF p_failures IS NULL THEN
-        UPDATE runs SET failures = NULL, updated_at = clock_timestamp()
+        UPDATE runs SET failures = NULL
         WHERE run_id = p_run_id AND failures IS NOT NULL;
         had := FOUND;
     ELSE
         INSERT INTO runs (run_id, failures) VALUES (p_run_id, p_failures)
         ON CONFLICT (run_id) DO UPDATE
-            SET failures = excluded.failures, updated_at = clock_timestamp();
+            SET failures = excluded.failures;
         had := true;
     END IF;
     IF had THEN
