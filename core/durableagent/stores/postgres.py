@@ -917,7 +917,6 @@ def _summary_args(run_id: str, fold: Fold, outcome: Outcome | None) -> dict[str,
         "last_activity": s.last_activity,
         "waiting_on": s.waiting_on,
         "error": s.error,
-        "input": s.input,
         "answer": s.answer,
         "pending": _dumps([p.to_dict() for p in s.pending]) if s.pending else None,
         "indeterminate": s.indeterminate,
@@ -933,17 +932,17 @@ def _summary_from(row: Sequence[Any]) -> Summary | None:
     """A ``summaries`` row as a Summary; None when the run's summary is missing. The stored
     status is as if the lease were free: a held lease makes it running (as file_logs'
     summary_of does for the FileStore's index)."""
-    (run_id, status, steps, calls, started, last, last_seq, waiting, error, given, answer,
-     pending, indeterminate, signals, held) = row  # fmt: skip
+    (run_id, status, steps, calls, started, last, last_seq, waiting, error, answer, pending,
+     indeterminate, signals, held) = row  # fmt: skip
     if status is None:
         return None
     status = _STATUS[status]
     if held and status not in _SETTLED:
         return Summary(run_id, RunStatus.RUNNING, steps, calls, started, last, last_seq, "", "",
-                       given, answer, True, (), None, signals)  # fmt: skip
+                       answer, True, (), None, signals)  # fmt: skip
     waiting_calls = tuple(Pending.from_dict(p) for p in json.loads(pending)) if pending else ()
-    return Summary(run_id, status, steps, calls, started, last, last_seq, waiting, error, given,
-                   answer, bool(held), waiting_calls, indeterminate, signals)  # fmt: skip
+    return Summary(run_id, status, steps, calls, started, last, last_seq, waiting, error, answer,
+                   bool(held), waiting_calls, indeterminate, signals)  # fmt: skip
 
 
 def _encode(record: Record, seq: int) -> bytes:

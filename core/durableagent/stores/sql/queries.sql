@@ -64,7 +64,7 @@ WITH updated AS (
     UPDATE runs SET last_seq = %(seq)s, version = version + 1, fold = %(fold)s,
         status = %(status)s, steps = %(steps)s, model_calls = %(model_calls)s,
         started_at = %(started_at)s, last_activity = %(last_activity)s,
-        waiting_on = %(waiting_on)s, error = %(error)s, input = %(input)s,
+        waiting_on = %(waiting_on)s, error = %(error)s,
         answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
         signals = %(signals)s
     WHERE run_id = %(run_id)s AND last_seq = %(seq)s - 1 AND version = %(version)s
@@ -92,13 +92,13 @@ SELECT line FROM records WHERE run_id = (SELECT run_id FROM locked) AND seq = %(
 -- Every run's status line (kept at each append, a column per field) and whether its lease is
 -- held now.
 SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, waiting_on,
-       error, input, answer, pending, indeterminate, signals,
+       error, answer, pending, indeterminate, signals,
        lease_held(holder, expires_at, holder_token)
 FROM runs WHERE last_seq > 0 ORDER BY run_id;
 
 -- name: summary
 SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, waiting_on,
-       error, input, answer, pending, indeterminate, signals,
+       error, answer, pending, indeterminate, signals,
        lease_held(holder, expires_at, holder_token)
 FROM runs WHERE run_id = %(run_id)s AND last_seq > 0;
 
@@ -107,7 +107,7 @@ FROM runs WHERE run_id = %(run_id)s AND last_seq > 0;
 UPDATE runs SET fold = %(fold)s, version = version + 1,
     status = %(status)s, steps = %(steps)s, model_calls = %(model_calls)s,
     started_at = %(started_at)s, last_activity = %(last_activity)s,
-    waiting_on = %(waiting_on)s, error = %(error)s, input = %(input)s,
+    waiting_on = %(waiting_on)s, error = %(error)s,
     answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
     signals = %(signals)s
 WHERE run_id = %(run_id)s AND version = %(version)s;
@@ -172,7 +172,7 @@ UPDATE runs SET last_seq = %(last_seq)s, version = version + 1, fold = %(fold)s,
     outcome = %(outcome)s, epoch = greatest(epoch, %(epoch)s),
     status = %(status)s, steps = %(steps)s, model_calls = %(model_calls)s,
     started_at = %(started_at)s, last_activity = %(last_activity)s,
-    waiting_on = %(waiting_on)s, error = %(error)s, input = %(input)s,
+    waiting_on = %(waiting_on)s, error = %(error)s,
     answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
     signals = %(signals)s
 WHERE run_id = %(run_id)s;

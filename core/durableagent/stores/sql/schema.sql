@@ -32,7 +32,6 @@ CREATE TABLE runs (
     last_activity double precision,
     waiting_on text,
     error text,
-    input text,
     answer text,
     pending text,        -- JSON: the pending calls, NULL when none
     indeterminate text,
@@ -100,8 +99,7 @@ LANGUAGE sql AS $$
         model_calls = (p->>'model_calls')::integer,
         started_at = (p->>'started_at')::double precision,
         last_activity = (p->>'last_activity')::double precision,
-        waiting_on = p->>'waiting_on', error = p->>'error', input = p->>'input',
-        answer = p->>'answer', pending = p->>'pending', indeterminate = p->>'indeterminate',
+        waiting_on = p->>'waiting_on', error = p->>'error', answer = p->>'answer', pending = p->>'pending', indeterminate = p->>'indeterminate',
         signals = (p->>'signals')::integer
     WHERE run_id = p_run_id
 $$;
