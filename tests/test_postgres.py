@@ -217,6 +217,27 @@ def test_a_lease_whose_holder_died_is_free_at_once(store: PostgresStore, url: st
     assert [a.ended for a in store.attempts("r")] == ["lost", "stopped"]
 
 
+def test_a_missing_summary_is_rebuilt_from_the_journal(store: PostgresStore, schema: str):
+    submit(store, "r", [Message("user", "hi")])
+    store.append(
+        "r", Record.make("step.started", "tool/1/0/create_ticket", "tool", {"write": True})
+    )
+    pgserver.execute(f'UPDATE "{schema}".runs SET status = NULL, fold = NULL')
+    (summary,) = store.summaries()
+    assert summary.status == RunStatus.INDETERMINATE and summary.steps == 1
+    rows = pgserver.execute(f'SELECT status, fold IS NOT NULL FROM "{schema}".runs')
+    assert rows == [("indeterminate", True)]  # saved back
+    pgserver.execute(f'UPDATE "{schema}".runs SET fold = NULL')
+    fresh = PostgresStore.from_url(pgserver.url(schema))  # nothing cached: the fold is rebuilt
+    try:
+        fresh.append("r", Record.make("signal", "s", "", {}))
+        again = fresh.summary("r")
+        assert again is not None and (again.signals, again.steps) == (1, 1)
+        assert again.status == RunStatus.INDETERMINATE
+    finally:
+        fresh.close()
+
+
 def test_two_stores_on_one_server_keep_apart(store: PostgresStore):
     with pgserver.fresh_schema() as other_schema:
         other = PostgresStore.from_url(pgserver.url(other_schema))

@@ -219,3 +219,11 @@ async def test_the_change_feed_reports_an_append_from_another_process(
         if "r" in ids:
             break
     await feed.aclose()  # type: ignore[attr-defined]
+
+
+def test_runs_are_listed_in_the_order_of_their_ids(any_store: Store):
+    ids = ["b", "B", "a-1", "a.1", "a_1", "A", "0"]
+    for run_id in ids:
+        any_store.append(run_id, started())
+    assert any_store.run_ids() == sorted(ids)
+    assert [s.run_id for s in any_store.summaries()] == sorted(ids)

@@ -333,6 +333,8 @@ class PostgresStore:
                 stored = self._landed(run_id, record, sent, deadline, e)
                 if stored is not None:
                     return stored
+                if time.monotonic() > deadline:
+                    raise self._db.unavailable(f"appending to run {run_id!r}", e) from None
             except psycopg.Error as e:
                 self._forget(run_id)
                 raise self._db.failed(f"an append to run {run_id!r}", e) from None

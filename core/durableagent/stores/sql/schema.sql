@@ -16,7 +16,7 @@ CREATE TABLE schema_version (
 -- no journal), its last outcome, its lease and the workers' failure bookkeeping. A row with
 -- last_seq 0 is bookkeeping only (a lease or a failure count before any record): not a run.
 CREATE TABLE runs (
-    run_id text PRIMARY KEY,
+    run_id text COLLATE "C" PRIMARY KEY,  -- ids are ASCII: byte order, as a listing sorts
     last_seq bigint NOT NULL DEFAULT 0,
     -- Bumped whenever fold, summary or outcome change: an append made from a cached state
     -- says which version it was computed from, and is refused (stale) if that moved.
@@ -51,7 +51,7 @@ CREATE TABLE runs (
 -- Each record exactly as the FileStore writes its line (without the newline): the crc covers
 -- these bytes, so an export is byte-identical whichever store it comes from.
 CREATE TABLE records (
-    run_id text NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
     seq bigint NOT NULL,
     line bytea NOT NULL,
     PRIMARY KEY (run_id, seq)
@@ -60,7 +60,7 @@ CREATE TABLE records (
 -- One row per attempt: a lease acquisition, and how it ended (NULL while it runs; an attempt
 -- that never says is shown as lost once its epoch no longer holds the lease).
 CREATE TABLE attempts (
-    run_id text NOT NULL,
+    run_id text COLLATE "C" NOT NULL,
     number integer NOT NULL,
     owner text NOT NULL DEFAULT '',
     epoch bigint NOT NULL,
