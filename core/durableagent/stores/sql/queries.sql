@@ -93,7 +93,9 @@ SELECT line FROM records WHERE run_id = (SELECT run_id FROM locked) AND seq = %(
 -- held now.
 SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, waiting_on,
        error, answer, pending, indeterminate, signals,
-       lease_held(holder, expires_at, holder_token)
+       -- most runs have no holder: the function (and its look at pg_locks) only for the rest
+       CASE WHEN holder IS NULL THEN false
+            ELSE lease_held(holder, expires_at, holder_token) END
 FROM runs WHERE last_seq > 0 ORDER BY run_id;
 
 -- name: summary
