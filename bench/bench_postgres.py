@@ -59,7 +59,8 @@ from durableagent import (
 )
 from durableagent.fold import Fold
 from durableagent.record import encode_line
-from durableagent.stores.postgres import PostgresStore, _dumps, _summary_args
+from durableagent.stores.pg_append import dumps, summary_args
+from durableagent.stores.postgres import PostgresStore
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 HERE = Path(__file__).resolve().parent
@@ -316,7 +317,7 @@ def bulk_load(store: PostgresStore, n: int) -> None:
                 run_id = f"run-{i:06d}"
                 for seq, line in enumerate(lines, 1):
                     copy.write_row((run_id, seq, line))
-        names = list(_summary_args("r", Fold(), None))
+        names = list(summary_args("r", Fold(), None))
         columns = ", ".join(["run_id", "last_seq", "version", "fold", "outcome", *names])
         types = ["text", "int8", "int8", "text", "jsonb", "text", "int4", "int4", "float8"]
         types += ["float8", "text", "text", "text", "text", "text", "int4"]
@@ -325,11 +326,9 @@ def bulk_load(store: PostgresStore, n: int) -> None:
             for i in range(n):
                 lines, f, outcome = shapes[states[i % 4]]
                 run_id = f"run-{i:06d}"
-                summary = _summary_args(run_id, f, outcome)
+                summary = summary_args(run_id, f, outcome)
                 done = None if outcome is None else Jsonb(outcome.to_dict())
-                copy.write_row(
-                    (run_id, len(lines), 1, _dumps(f.to_json()), done, *summary.values())
-                )
+                copy.write_row((run_id, len(lines), 1, dumps(f.to_json()), done, *summary.values()))
     with store._db.connection() as conn:
         conn.execute("VACUUM ANALYZE runs")
         conn.execute("VACUUM ANALYZE records")

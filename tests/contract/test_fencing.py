@@ -128,7 +128,8 @@ def test_a_worker_paused_inside_a_write_is_fenced_off_and_its_write_is_reconcile
     pid_a = str(a.proc.pid)
     assert lines(side, "tickets") == [f"begin {pid_a}", f"end {pid_a}"]  # one ticket, A's
     attempts = store.attempts("f1")
-    assert [(x.owner, x.ended) for x in attempts] == [("A", "lost"), ("B", "completed")]
+    ended = [(x.owner, x.ended) for x in attempts]
+    assert ended == [("A", "lost"), ("B", "completed")], log_of(a) + log_of(b)
     assert attempts[1].epoch > attempts[0].epoch
     still_serving(a, b, store)
 
