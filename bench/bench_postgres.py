@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import os
 import secrets
 import statistics
@@ -85,8 +84,10 @@ def store_url(url: str, schema: str) -> str:
 
 
 def round_trips(borrow: Callable[[], Any], fn: Callable[[], object]) -> int:
-    """Round trips ``fn`` makes on the connection ``borrow()`` lends (a context manager):
-    each turn from sending to receiving in libpq's protocol trace."""
+    """Round trips ``fn`` makes on the connection ``borrow()`` lends (a context manager),
+    read in libpq's protocol trace: each Sync (or simple Query) the client sends is a point
+    where it waits for the server's ReadyForQuery. (Counting turns between sending and
+    receiving overcounts: the server starts answering a pipeline before its Sync is sent.)"""
     with tempfile.NamedTemporaryFile("w+") as f:
         with borrow() as conn:
             conn.pgconn.trace(os.dup(f.fileno()))
@@ -96,8 +97,8 @@ def round_trips(borrow: Callable[[], Any], fn: Callable[[], object]) -> int:
             with borrow() as conn:
                 conn.pgconn.untrace()
         text = Path(f.name).read_text()
-    sides = [line.split("\t")[1] for line in text.splitlines() if line.count("\t") >= 2]
-    return sum(1 for a, b in itertools.pairwise(sides) if a == "F" and b == "B")
+    sent = [line.split("\t") for line in text.splitlines() if line.count("\t") >= 3]
+    return sum(1 for p in sent if p[1] == "F" and p[3].split()[0] in ("Sync", "Query"))
 
 
 def bench_append(url: str, n: int = 1500) -> None:
