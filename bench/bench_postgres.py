@@ -321,7 +321,7 @@ def bulk_load(store: PostgresStore, n: int) -> None:
         names = list(summary_args("r", Fold(), None))
         columns = ", ".join(["run_id", "last_seq", "version", "fold", "outcome", *names])
         types = ["text", "int8", "int8", "text", "jsonb", "text", "int4", "int4", "float8"]
-        types += ["float8", "text", "text", "text", "text", "text", "int4"]
+        types += ["float8", "text", "text", "text", "text", "text", "int4", "text"]
         with cur.copy(f"COPY runs ({columns}) FROM STDIN (FORMAT BINARY)") as copy:
             copy.set_types(types)
             for i in range(n):

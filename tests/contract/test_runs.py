@@ -18,6 +18,7 @@ from durableagent import (
     Status,
     Store,
     Tool,
+    fork,
     run,
     signal,
     submit,
@@ -181,3 +182,15 @@ async def test_summaries_list_every_run_with_the_folds_status(any_store: Store, 
         assert s.steps == len(view.steps) and s.model_calls == view.model_calls
         assert s.waiting_on == view.waiting_on
     assert got["waiting"].pending[0].tool == "create_ticket"
+
+
+async def test_a_fork_says_where_it_came_from_in_every_listing(any_store: Store, side: Side):
+    config, _ = helpdesk(any_store, side)
+    await run(config, "a1", INPUT)
+    fork(any_store, "a1", "a2", at_step="llm/2", by="ana", reason="a better prompt")
+    summary = any_store.summary("a2")
+    assert summary is not None and summary.forked_from is not None
+    assert (summary.forked_from.run, summary.forked_from.step) == ("a1", "llm/2")
+    listed = {s.run_id: s for s in any_store.summaries()}
+    assert listed["a2"].forked_from == summary.forked_from and listed["a1"].forked_from is None
+    assert summary.status == view_store(any_store, "a2").status

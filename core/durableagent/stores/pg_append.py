@@ -349,6 +349,7 @@ def summary_args(run_id: str, fold: Fold, outcome: Outcome | None) -> dict[str, 
         "pending": dumps([p.to_dict() for p in s.pending]) if s.pending else None,
         "indeterminate": s.indeterminate,
         "signals": s.signals,
+        "forked_from": None if s.forked_from is None else dumps(s.forked_from.to_dict()),
     }
 
 

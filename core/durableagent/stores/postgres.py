@@ -33,6 +33,7 @@ from ..errors import (
 from ..fold import Fold, RunStatus, Summary, corrupt_summary, summarize
 from ..gate import Pending
 from ..ids import check_run_id, valid_run_id
+from ..lineage import ForkedFrom
 from ..outcome import Outcome
 from ..record import Record
 from .lines import parse_lines
@@ -608,16 +609,17 @@ def _summary_from(row: Sequence[Any]) -> Summary | None:
     status is as if the lease were free: a held lease makes it running (as file_logs'
     summary_of does for the FileStore's index)."""
     (run_id, status, steps, calls, started, last, last_seq, waiting, error, answer, pending,
-     indeterminate, signals, held) = row  # fmt: skip
+     indeterminate, signals, forked, held) = row  # fmt: skip
     if status is None:
         return None
     status = _STATUS[status]
+    origin = ForkedFrom.from_dict(json.loads(forked)) if forked else None
     if held and status not in _SETTLED:
         return Summary(run_id, RunStatus.RUNNING, steps, calls, started, last, last_seq, "", "",
-                       answer, True, (), None, signals)  # fmt: skip
+                       answer, True, (), None, signals, origin)  # fmt: skip
     waiting_calls = tuple(Pending.from_dict(p) for p in json.loads(pending)) if pending else ()
     return Summary(run_id, status, steps, calls, started, last, last_seq, waiting, error, answer,
-                   bool(held), waiting_calls, indeterminate, signals)  # fmt: skip
+                   bool(held), waiting_calls, indeterminate, signals, origin)  # fmt: skip
 
 
 def _attempt_args(run_id: str, a: Attempt) -> dict[str, Any]:

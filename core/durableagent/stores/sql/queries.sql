@@ -66,7 +66,7 @@ WITH updated AS (
         started_at = %(started_at)s, last_activity = %(last_activity)s,
         waiting_on = %(waiting_on)s, error = %(error)s,
         answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
-        signals = %(signals)s
+        signals = %(signals)s, forked_from = %(forked_from)s
     WHERE run_id = %(run_id)s AND last_seq = %(seq)s - 1 AND version = %(version)s
       AND (%(epoch)s::bigint IS NULL OR holder_epoch = %(epoch)s::bigint)
     RETURNING version
@@ -92,7 +92,7 @@ SELECT line FROM records WHERE run_id = (SELECT run_id FROM locked) AND seq = %(
 -- Every run's status line (kept at each append, a column per field) and whether its lease is
 -- held now.
 SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, waiting_on,
-       error, answer, pending, indeterminate, signals,
+       error, answer, pending, indeterminate, signals, forked_from,
        -- most runs have no holder: the function (and its look at pg_locks) only for the rest
        CASE WHEN holder IS NULL THEN false
             ELSE lease_held(holder, expires_at, holder_token) END
@@ -100,7 +100,7 @@ FROM runs WHERE last_seq > 0 ORDER BY run_id;
 
 -- name: summary
 SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, waiting_on,
-       error, answer, pending, indeterminate, signals,
+       error, answer, pending, indeterminate, signals, forked_from,
        lease_held(holder, expires_at, holder_token)
 FROM runs WHERE run_id = %(run_id)s AND last_seq > 0;
 
@@ -111,7 +111,7 @@ UPDATE runs SET fold = %(fold)s, version = version + 1,
     started_at = %(started_at)s, last_activity = %(last_activity)s,
     waiting_on = %(waiting_on)s, error = %(error)s,
     answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
-    signals = %(signals)s
+    signals = %(signals)s, forked_from = %(forked_from)s
 WHERE run_id = %(run_id)s AND version = %(version)s;
 
 -- name: take_lease
@@ -176,7 +176,7 @@ UPDATE runs SET last_seq = %(last_seq)s, version = version + 1, fold = %(fold)s,
     started_at = %(started_at)s, last_activity = %(last_activity)s,
     waiting_on = %(waiting_on)s, error = %(error)s,
     answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
-    signals = %(signals)s
+    signals = %(signals)s, forked_from = %(forked_from)s
 WHERE run_id = %(run_id)s;
 
 -- name: notify

@@ -36,6 +36,7 @@ CREATE TABLE runs (
     pending text,        -- JSON: the pending calls, NULL when none
     indeterminate text,
     signals integer,
+    forked_from text,    -- JSON: where a fork came from, NULL for a run that is none
     epoch bigint NOT NULL DEFAULT 0,   -- the last lease epoch given: the fencing token
     holder text,         -- the lease holder's owner name; NULL: free
     holder_epoch bigint,
@@ -99,8 +100,9 @@ LANGUAGE sql AS $$
         model_calls = (p->>'model_calls')::integer,
         started_at = (p->>'started_at')::double precision,
         last_activity = (p->>'last_activity')::double precision,
-        waiting_on = p->>'waiting_on', error = p->>'error', answer = p->>'answer', pending = p->>'pending', indeterminate = p->>'indeterminate',
-        signals = (p->>'signals')::integer
+        waiting_on = p->>'waiting_on', error = p->>'error', answer = p->>'answer',
+        pending = p->>'pending', indeterminate = p->>'indeterminate',
+        signals = (p->>'signals')::integer, forked_from = p->>'forked_from'
     WHERE run_id = p_run_id
 $$;
 
