@@ -15,6 +15,7 @@ from .errors import (
     InvalidRunIdError,
     LeaseLostError,
     MaxTurnsExceeded,
+    McpToolError,
     ModelError,
     ModelRetryError,
     RunBusyError,
@@ -23,6 +24,8 @@ from .errors import (
     RunStopped,
     SignalError,
     StoreError,
+    ToolNameCollisionError,
+    ToolPolicyError,
 )
 from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .gate import Pending, PolicyGate, gate_for, marker_for, marker_step
@@ -41,6 +44,16 @@ from .view import RunView, StepView, Tokens, view_run, view_store
 from .worker import Agent, Worker
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # mcp_tools needs the mcp SDK (extra "mcp"): load it only when asked for, so that the
+    # library starts without it.
+    if name == "mcp_tools":
+        from .mcp_adapter import mcp_tools
+
+        return mcp_tools
+    raise AttributeError(f"module 'durableagent' has no attribute {name!r}")
 
 
 __all__ = [
@@ -62,6 +75,7 @@ __all__ = [
     "LeaseLostError",
     "LoopOutcome",
     "MaxTurnsExceeded",
+    "McpToolError",
     "Message",
     "Model",
     "ModelError",
@@ -92,12 +106,15 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolContext",
+    "ToolNameCollisionError",
+    "ToolPolicyError",
     "Worker",
     "check_run_id",
     "gate_for",
     "idempotency_key",
     "marker_for",
     "marker_step",
+    "mcp_tools",
     "model_step",
     "open_store",
     "run",

@@ -196,3 +196,11 @@ class McpToolError(DurableAgentError):
 class ToolPolicyError(DurableAgentError, ValueError):
     """A tool's policy cannot be used as given (an override key that does not exist, a value
     that is not a bool, an idempotent read)."""
+
+
+class AgentStartError(DurableAgentError):
+    """A worker's agent did not start: entering it (connecting the MCP servers its tools come
+    from) failed, so no run was touched. Fix what it names and start the worker again."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"the agent did not start: {detail}")

@@ -102,8 +102,9 @@ class Tool:
     caller's overrides, "default": nothing trusted was said); "" for a tool whose policy is
     its own code's. It is recorded with each call and shown wherever the class is. ``origin``
     names where the tool comes from in messages (``MCP server 'tickets'``, ``function
-    helpdesk.create_ticket``; "": its function's name). ``about`` is shown to the human next to the class and never used by the gate
-    (an MCP tool's title and whether it reaches an open world)."""
+    helpdesk.create_ticket``; "": its function's name). ``about`` is shown to the human next
+    to the class and never used by the gate (an MCP tool's title and whether it reaches an
+    open world)."""
 
     name: str
     description: str = ""
