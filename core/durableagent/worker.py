@@ -20,10 +20,10 @@ import os
 import sys
 import threading
 import time
-from contextlib import suppress
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
 from dataclasses import dataclass
 
-from .errors import DurableAgentError, LeaseLostError, RunBusyError, RunStopped
+from .errors import AgentStartError, DurableAgentError, LeaseLostError, RunBusyError, RunStopped
 from .fold import RunStatus, Summary
 from .gate import PolicyGate
 from .journal import steps_still_running
@@ -146,11 +146,15 @@ class Worker:
     ``agentrun retry RUN``. ``rescan`` (s) is the safety-net full look; ``grace`` (s) is how
     long in-flight steps may take to finish and record once ``stop`` is set; ``owner`` names
     this worker in leases and attempts (default ``host:pid``).
+
+    ``agent`` may also be an async context manager that yields the Agent: ``serve()`` enters
+    it on its own event loop and leaves it when it has stopped. That is how an agent holds
+    connections its tools use while the worker serves (MCP servers: see ``mcp_tools``).
     """
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | AbstractAsyncContextManager[Agent],
         store: Store,
         *,
         concurrency: int = 4,
@@ -168,7 +172,9 @@ class Worker:
             raise ValueError("max_attempts must be at least 1")
         if backoff < 0 or max_backoff < 0 or grace < 0 or rescan <= 0:
             raise ValueError("backoff, max_backoff and grace must be >= 0, rescan > 0")
-        self.agent = agent
+        # The Agent runs execute with; an agent to enter is entered by serve().
+        self.agent: Agent | None = agent if isinstance(agent, Agent) else None
+        self._enter = None if isinstance(agent, Agent) else agent
         self.store = store
         self.concurrency = concurrency
         self.max_attempts = max_attempts
@@ -196,6 +202,23 @@ class Worker:
     async def serve(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop gracefully: no new run or step starts, steps in
         flight get ``grace`` seconds to record their results, the rest are cancelled."""
+        if self._enter is None:
+            await self._serve(stop)
+            return
+        async with AsyncExitStack() as stack:
+            try:
+                agent = await stack.enter_async_context(self._enter)
+            except Exception as e:
+                raise AgentStartError(_innermost(e)) from e
+            if not isinstance(agent, Agent):
+                raise AgentStartError(f"it yielded {type(agent).__name__}, not an Agent")
+            self.agent = agent
+            try:
+                await self._serve(stop)
+            finally:
+                self.agent = None
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         self._stopping = False
         self._wake = asyncio.Event()
         self._scan_all = True
@@ -339,7 +362,9 @@ class Worker:
     # -- executing -----------------------------------------------------------------------
 
     async def _execute(self, run_id: str) -> None:
-        config = Config(self.agent.config, self.agent.gate, self.store)
+        agent = self.agent
+        assert agent is not None  # runs start only while serve() holds the agent
+        config = Config(agent.config, agent.gate, self.store)
         try:
             outcome = await run(config, run_id, None, stop=lambda: self._stopping, owner=self.owner)
         except RunBusyError:
@@ -422,6 +447,14 @@ class Worker:
                     handler.flush()
             sys.stderr.flush()
             os._exit(EXIT_STEPS_ABANDONED)
+
+
+def _innermost(error: BaseException) -> str:
+    """What went wrong, for a human: the first error inside exception groups (an MCP
+    client's task group wraps the refused connection)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return f"{type(error).__name__}: {error}"
 
 
 class WorkerThread:

@@ -22,7 +22,10 @@ from .runs import cmd_ls
 
 def load_agent(spec: str, root: Path) -> Any:
     """``module:attr`` → an Agent. ``attr`` is an Agent, or a function returning one, called
-    with no arguments or with the store's path."""
+    with no arguments or with the store's path. The function may instead return an async
+    context manager that yields the Agent (an ``@asynccontextmanager``): the worker enters it
+    on its event loop and leaves it when it stops, so the agent's MCP connections live as
+    long as the worker serves."""
     from ..worker import Agent
 
     module_name, _, attr = spec.partition(":")
@@ -44,12 +47,16 @@ def load_agent(spec: str, root: Path) -> Any:
     if not isinstance(obj, Agent) and callable(obj):
         params = inspect.signature(obj).parameters
         obj = obj(root) if params else obj()
-    if not isinstance(obj, Agent):
+    if not isinstance(obj, Agent) and not _enterable(obj):
         raise Refused(
             f"{spec} is {type(obj).__name__}, not a durableagent.Agent (or a function "
-            "returning one)"
+            "returning one, or an async context manager yielding one)"
         )
     return obj
+
+
+def _enterable(obj: object) -> bool:
+    return hasattr(obj, "__aenter__") and hasattr(obj, "__aexit__")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -199,7 +206,9 @@ def register(sub: Any, parents: Parents) -> None:
             "Resume every ready run of the store and retry failed ones, watching the store "
             "for submissions and signals. MODULE:ATTR names a durableagent.Agent, or a "
             "function returning one (called with the store's path when it takes an "
-            "argument); the current directory is searched first. SIGINT/SIGTERM stop it "
+            "argument) or returning an async context manager that yields one (entered for as "
+            "long as the worker serves: how an agent holds its MCP connections); the current "
+            "directory is searched first. SIGINT/SIGTERM stop it "
             "gracefully: no new step starts, steps in flight get --grace seconds."
         ),
     )
