@@ -204,3 +204,14 @@ class AgentStartError(DurableAgentError):
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"the agent did not start: {detail}")
+
+
+class AgentLostError(DurableAgentError):
+    """Raised by a tool whose connection is gone for good (the MCP server's process exited,
+    the connection was torn down): a worker connects its agent again (see ``holder.py``)."""
+
+
+class McpConnectionLostError(McpToolError, AgentLostError):
+    """An MCP tool call found its connection to the server closed. The step is not recorded
+    (as for any :class:`McpToolError`); a worker connects to the server again before it
+    starts another run."""

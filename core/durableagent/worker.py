@@ -20,12 +20,13 @@ import os
 import sys
 import threading
 import time
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, suppress
+from contextlib import suppress
 from dataclasses import dataclass
 
-from .errors import AgentStartError, DurableAgentError, LeaseLostError, RunBusyError, RunStopped
+from .errors import DurableAgentError, LeaseLostError, RunBusyError, RunStopped
 from .fold import RunStatus, Summary
 from .gate import PolicyGate
+from .holder import Holder, Source, is_lost
 from .journal import steps_still_running
 from .loop import AgentConfig
 from .run import Config, run
@@ -147,14 +148,16 @@ class Worker:
     long in-flight steps may take to finish and record once ``stop`` is set; ``owner`` names
     this worker in leases and attempts (default ``host:pid``).
 
-    ``agent`` may also be an async context manager that yields the Agent: ``serve()`` enters
-    it on its own event loop and leaves it when it has stopped. That is how an agent holds
-    connections its tools use while the worker serves (MCP servers: see ``mcp_tools``).
+    ``agent`` may also be an async context manager that yields the Agent, or a function
+    returning one: that is how an agent holds the connections its tools use (MCP servers:
+    see ``mcp_tools``). ``serve()`` enters it in a task of its own and leaves it when it has
+    stopped; given a function, it connects again (after ``backoff``) when the connection is
+    gone, starting no run meanwhile (see ``holder.py``).
     """
 
     def __init__(
         self,
-        agent: Agent | AbstractAsyncContextManager[Agent],
+        agent: Agent | Source[Agent],
         store: Store,
         *,
         concurrency: int = 4,
@@ -172,9 +175,12 @@ class Worker:
             raise ValueError("max_attempts must be at least 1")
         if backoff < 0 or max_backoff < 0 or grace < 0 or rescan <= 0:
             raise ValueError("backoff, max_backoff and grace must be >= 0, rescan > 0")
-        # The Agent runs execute with; an agent to enter is entered by serve().
-        self.agent: Agent | None = agent if isinstance(agent, Agent) else None
-        self._enter = None if isinstance(agent, Agent) else agent
+        self._agent = agent if isinstance(agent, Agent) else None
+        self._holder = None
+        if not isinstance(agent, Agent):
+            self._holder = Holder(
+                agent, check=_agent, changed=self.poke, backoff=backoff, max_backoff=max_backoff
+            )
         self.store = store
         self.concurrency = concurrency
         self.max_attempts = max_attempts
@@ -202,21 +208,19 @@ class Worker:
     async def serve(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop gracefully: no new run or step starts, steps in
         flight get ``grace`` seconds to record their results, the rest are cancelled."""
-        if self._enter is None:
+        if self._holder is None:
             await self._serve(stop)
             return
-        async with AsyncExitStack() as stack:
-            try:
-                agent = await stack.enter_async_context(self._enter)
-            except Exception as e:
-                raise AgentStartError(_innermost(e)) from e
-            if not isinstance(agent, Agent):
-                raise AgentStartError(f"it yielded {type(agent).__name__}, not an Agent")
-            self.agent = agent
-            try:
-                await self._serve(stop)
-            finally:
-                self.agent = None
+        try:
+            await self._holder.start()  # AgentStartError: nothing has run
+            await self._serve(stop)
+        finally:
+            await self._holder.close()
+
+    @property
+    def agent(self) -> Agent | None:
+        """The Agent runs start with now (None while an agent to enter is not connected)."""
+        return self._agent if self._holder is None else self._holder.value
 
     async def _serve(self, stop: asyncio.Event) -> None:
         self._stopping = False
@@ -346,6 +350,8 @@ class Worker:
                         wait, self._due, run_id
                     )
                 return
+        if self.agent is None:
+            return  # not connected: every run is looked at again once it is
         if len(self._running) >= self.concurrency:
             self._backlog.add(run_id)  # looked at again when a slot frees
             return
@@ -363,7 +369,9 @@ class Worker:
 
     async def _execute(self, run_id: str) -> None:
         agent = self.agent
-        assert agent is not None  # runs start only while serve() holds the agent
+        if agent is None:  # lost its connection since: looked at again once it is back
+            self._running.pop(run_id, None)
+            return
         config = Config(agent.config, agent.gate, self.store)
         try:
             outcome = await run(config, run_id, None, stop=lambda: self._stopping, owner=self.owner)
@@ -377,6 +385,8 @@ class Worker:
             log.warning("run %s cancelled after the grace period", run_id)
             raise
         except Exception as e:
+            if self._holder is not None and is_lost(e):
+                self._holder.lost(e)
             await asyncio.to_thread(self._count_failure, run_id, e)
         else:
             log.info("run %s: %s", run_id, outcome.status)
@@ -449,12 +459,10 @@ class Worker:
             os._exit(EXIT_STEPS_ABANDONED)
 
 
-def _innermost(error: BaseException) -> str:
-    """What went wrong, for a human: the first error inside exception groups (an MCP
-    client's task group wraps the refused connection)."""
-    while isinstance(error, BaseExceptionGroup) and error.exceptions:
-        error = error.exceptions[0]
-    return f"{type(error).__name__}: {error}"
+def _agent(value: object) -> Agent:
+    if not isinstance(value, Agent):
+        raise TypeError(f"the agent's context yielded {type(value).__name__}, not an Agent")
+    return value
 
 
 class WorkerThread:

@@ -25,7 +25,8 @@ def load_agent(spec: str, root: Path) -> Any:
     with no arguments or with the store's path. The function may instead return an async
     context manager that yields the Agent (an ``@asynccontextmanager``): the worker enters it
     on its event loop and leaves it when it stops, so the agent's MCP connections live as
-    long as the worker serves."""
+    long as the worker serves; it is then returned as a function making a fresh one, which
+    the worker calls again to connect again when a connection is gone."""
     from ..worker import Agent
 
     module_name, _, attr = spec.partition(":")
@@ -45,8 +46,13 @@ def load_agent(spec: str, root: Path) -> Any:
         except AttributeError:
             raise Refused(f"module {module_name!r} has no attribute {attr!r}") from None
     if not isinstance(obj, Agent) and callable(obj):
-        params = inspect.signature(obj).parameters
-        obj = obj(root) if params else obj()
+        fn = obj
+        params = inspect.signature(fn).parameters
+        obj = fn(root) if params else fn()
+        if _enterable(obj):
+            # The worker calls it again for a fresh context when the connection is gone.
+            fresh = [obj]
+            return lambda: fresh.pop() if fresh else (fn(root) if params else fn())
     if not isinstance(obj, Agent) and not _enterable(obj):
         raise Refused(
             f"{spec} is {type(obj).__name__}, not a durableagent.Agent (or a function "
