@@ -41,10 +41,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import mcp
 from mcp.shared.exceptions import MCPError
 
-from .errors import McpToolError, ToolPolicyError
+from .errors import McpConnectionLostError, McpToolError, ToolPolicyError
 from .tools import Result, Tool, ToolContext
 
 log = logging.getLogger("durableagent.mcp")
@@ -56,6 +57,7 @@ OVERRIDE_KEYS = ("write", "approve", "idempotent", "hint")
 _CLASS_KEYS = ("write", "approve", "idempotent")
 _INVALID_PARAMS = -32602  # JSON-RPC: the server refused the request; nothing ran
 _METHOD_NOT_FOUND = -32601
+_CONNECTION_CLOSED = -32000  # the SDK's: the connection is gone (a worker connects again)
 _TITLE_MAX = 80  # a server's title is shown to a human on one line
 _PAGES_MAX = 100  # a listing that never ends cannot hang the agent's start
 
@@ -247,7 +249,10 @@ def _caller(
                 # The server answered that it would not run the call: nothing happened, and
                 # the model can read why (a tool that is gone, arguments it no longer takes).
                 return Result(f"MCP server {server!r} refused the call: {e.message}", True)
-            raise McpToolError(server, tool, _why(e)) from e
+            lost = e.code == _CONNECTION_CLOSED
+            raise (McpConnectionLostError if lost else McpToolError)(server, tool, _why(e)) from e
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream) as e:
+            raise McpConnectionLostError(server, tool, _why(e)) from e
         except Exception as e:  # any other way the call got no answer: the step is open
             raise McpToolError(server, tool, _why(e)) from e
         return result_of(result)
