@@ -27,14 +27,17 @@ Runs the demo store holds (``build_demo_store``):
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import fcntl
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,8 @@ from .stores.fs import write_atomically
 from .tools import Result, Tool, ToolContext
 from .view import view_store
 from .worker import Agent, note_failure
+
+log = logging.getLogger("durableagent.demo")
 
 DEMO_DIR = ".demo"
 PACE = 1.0  # seconds per step of the slow run
@@ -159,7 +164,7 @@ def read_list(root: Path, name: str) -> list[dict[str, Any]]:
     return data if isinstance(data, list) else []
 
 
-def _add_item(
+def add_item(
     root: Path, name: str, make: Callable[[int], dict[str, Any]], *, key: str | None = None
 ) -> dict[str, Any]:
     """Append ``make(n)`` (n: the next number) to a list file, durably, under a lock: several
@@ -183,15 +188,38 @@ def _add_item(
     return item
 
 
-def demo_tools(root: Path, *, pace: float = PACE, crash_in: str | None = None) -> list[Tool]:
+def demo_hints(root: Path) -> dict[str, str]:
+    """Where the on-call human checks whether each demo write happened (the reconcile
+    dialog's hints)."""
+    here = demo_dir(root)
+    return {
+        "create_ticket": f"look in {here / 'tickets.json'} for a ticket with this step's key",
+        "send_email": f"look in {here / 'outbox.json'} for the email (same recipient and subject)",
+    }
+
+
+def _crash_if(crash_in: str | None, tool: str) -> None:
+    if crash_in == tool:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def demo_tools(
+    root: Path,
+    *,
+    pace: float = PACE,
+    crash_in: str | None = None,
+    tickets: Sequence[Tool] | None = None,
+) -> list[Tool]:
     """lookup_policy (a read), create_ticket (an idempotent write: the ticket system
     deduplicates on the key) and send_email (a write that is not) on the store's ticket system.
-    ``crash_in`` names a write that SIGKILLs the process right after it acted."""
+    ``tickets``: the ticket server's tools (from :func:`demo_agent`); without them
+    create_ticket files in-process, the same way. ``crash_in`` names a write that SIGKILLs
+    the process right after it acted."""
     root = Path(root)
+    hints = demo_hints(root)
 
     def crash_if(tool: str) -> None:
-        if crash_in == tool:
-            os.kill(os.getpid(), signal.SIGKILL)
+        _crash_if(crash_in, tool)
 
     def lookup_policy(args: dict[str, Any]) -> str:
         topic = str(args.get("topic", "access"))
@@ -205,7 +233,7 @@ def demo_tools(root: Path, *, pace: float = PACE, crash_in: str | None = None) -
         return POLICIES.get(topic, POLICIES["access"])
 
     def create_ticket(args: dict[str, Any], ctx: ToolContext) -> Result:
-        ticket = _add_item(
+        ticket = add_item(
             root,
             "tickets",
             lambda n: {
@@ -220,7 +248,7 @@ def demo_tools(root: Path, *, pace: float = PACE, crash_in: str | None = None) -
         return Result(ticket["id"])
 
     def send_email(args: dict[str, Any]) -> Result:
-        mail = _add_item(
+        mail = add_item(
             root,
             "outbox",
             lambda n: {"id": f"MAIL-{n}", **{k: str(v) for k, v in args.items()}},
@@ -229,36 +257,99 @@ def demo_tools(root: Path, *, pace: float = PACE, crash_in: str | None = None) -
         return Result(f"email {mail['id']} sent to {args.get('to', '?')}")
 
     obj = {"type": "object"}
-    here = demo_dir(root)
+    ticket_tools = list(tickets) if tickets is not None else []
+    if not ticket_tools:
+        ticket_tools = [
+            Tool(
+                "create_ticket",
+                "File a ticket in the ticket system",
+                obj,
+                create_ticket,
+                write=True,
+                idempotent=True,
+                hint=hints["create_ticket"],
+            )
+        ]
     return [
         Tool("lookup_policy", "Look up the helpdesk policy on a topic", obj, lookup_policy),
-        Tool(
-            "create_ticket",
-            "File a ticket in the ticket system",
-            obj,
-            create_ticket,
-            write=True,
-            idempotent=True,
-            hint=f"look in {here / 'tickets.json'} for a ticket with this step's key",
-        ),
-        Tool(
-            "send_email",
-            "Send an email",
-            obj,
-            send_email,
-            write=True,
-            hint=f"look in {here / 'outbox.json'} for the email (same recipient and subject)",
-        ),
+        *ticket_tools,
+        Tool("send_email", "Send an email", obj, send_email, write=True, hint=hints["send_email"]),
     ]
 
 
-def demo_agent(
-    root: str | os.PathLike[str], *, pace: float = PACE, crash_in: str | None = None
-) -> Agent:
-    """The demo helpdesk agent working on the ticket system of the store at ``root``; its
-    gate comes from its tools (both writes need approval; create_ticket is idempotent)."""
-    tools = demo_tools(Path(root), pace=pace, crash_in=crash_in)
-    return Agent(AgentConfig(model=DemoModel(pace), tools=tools, system=SYSTEM), gate_for(tools))
+@contextlib.asynccontextmanager
+async def demo_agent(
+    root: str | os.PathLike[str],
+    *,
+    pace: float = PACE,
+    crash_in: str | None = None,
+    in_process: bool = False,
+) -> AsyncIterator[Agent]:
+    """The demo helpdesk agent working on the ticket system of the store at ``root``, for as
+    long as the context lasts; its gate comes from its tools (both writes need approval;
+    create_ticket is idempotent).
+
+    Its tickets are filed through the demo's MCP ticket server (``demo_ticket_server``),
+    started over stdio; ``in_process`` runs that server inside this process instead (the
+    SDK's in-memory transport: the demo store builds without starting one per child). The
+    server's annotations are trusted; an override keeps a human on every ticket, though the
+    server says filing one destroys nothing. Without the ``mcp`` extra the ticket system is
+    called in-process, the same way, and the demo says so."""
+    root = Path(root)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            tickets = await _ticket_tools(stack, root, in_process=in_process)
+        except ImportError as e:
+            log.warning("the demo files tickets in-process (no MCP server): %s", e)
+            tickets = []
+        if crash_in == "create_ticket":
+            tickets = [_crashing(t, crash_in) for t in tickets]
+        tools = demo_tools(root, pace=pace, crash_in=crash_in, tickets=tickets)
+        config = AgentConfig(model=DemoModel(pace), tools=tools, system=SYSTEM)
+        yield Agent(config, gate_for(tools))
+
+
+async def _ticket_tools(
+    stack: contextlib.AsyncExitStack, root: Path, *, in_process: bool
+) -> list[Tool]:
+    """The ticket server's tools, over a connection ``stack`` closes."""
+    import mcp  # the extra; ImportError: the in-process ticket system instead
+
+    from .demo_ticket_server import ticket_server
+    from .mcp_adapter import mcp_tools
+
+    server: Any = ticket_server(root) if in_process else _stdio_server(stack, root)
+    client = await stack.enter_async_context(mcp.Client(server))
+    overrides = {"create_ticket": {"approve": True, "hint": demo_hints(root)["create_ticket"]}}
+    tools = await mcp_tools(client, trust_annotations=True, overrides=overrides)
+    # The demo model never reads a ticket back; get_ticket is there for real models.
+    return [t for t in tools if t.name == "create_ticket"]
+
+
+def _stdio_server(stack: contextlib.ExitStack | contextlib.AsyncExitStack, root: Path) -> Any:
+    """The ticket server as a child process over stdio; what it says on stderr goes to
+    ``.demo/ticket-server.log``, never onto the TUI's screen."""
+    import mcp
+
+    params = mcp.StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "durableagent.demo_ticket_server", str(root)],
+        env=dict(os.environ),
+    )
+    errlog = stack.enter_context(open(demo_dir(root) / "ticket-server.log", "a"))  # noqa: SIM115
+    return mcp.stdio_client(params, errlog=errlog)
+
+
+def _crashing(tool: Tool, crash_in: str) -> Tool:
+    """``tool``, but the process SIGKILLs itself once the server has answered (the ticket
+    is filed; its result is not yet recorded)."""
+
+    async def call(args: dict[str, Any]) -> Result:
+        result = await tool.call(args)
+        _crash_if(crash_in, tool.name)
+        return result
+
+    return dataclasses.replace(tool, fn=call)
 
 
 # -- the store ------------------------------------------------------------------------------
@@ -301,8 +392,11 @@ def build_demo_store(root: Path) -> None:
 
 
 async def _build(store: FileStore) -> None:
-    agent = demo_agent(store.root, pace=0)
-    config = Config(agent.config, agent.gate, store)
+    async with demo_agent(store.root, pace=0, in_process=True) as agent:
+        await _build_runs(store, Config(agent.config, agent.gate, store))
+
+
+async def _build_runs(store: FileStore, config: Config) -> None:
 
     def start(run_id: str) -> list[Message]:
         return [Message("user", RUNS[run_id])]
@@ -370,8 +464,11 @@ def _crash_in_child(root: Path, run_id: str, tool: str) -> None:
 
 
 def _crash_child(root: Path, run_id: str, tool: str) -> None:
-    agent = demo_agent(root, pace=0, crash_in=tool)
-    asyncio.run(run(Config(agent.config, agent.gate, FileStore(root)), run_id, None))
+    async def crash() -> None:
+        async with demo_agent(root, pace=0, crash_in=tool, in_process=True) as agent:
+            await run(Config(agent.config, agent.gate, FileStore(root)), run_id, None)
+
+    asyncio.run(crash())
 
 
 if __name__ == "__main__":

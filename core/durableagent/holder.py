@@ -123,7 +123,7 @@ class Holder(Generic[T]):
                 self._set(None)
             if self._release.is_set():
                 return
-            if not callable(self.source):
+            if not self._fresh:
                 log.error(
                     "the agent cannot connect again: it was given as a context manager, "
                     "which enters once (give the worker a function returning one)"
@@ -132,9 +132,17 @@ class Holder(Generic[T]):
             await self._sleep(delay)
             delay = min(self.max_backoff, max(delay * 2, 0.05))
 
+    @property
+    def _fresh(self) -> bool:
+        """Whether a fresh context can be made (a function was given, not a context: an
+        ``@asynccontextmanager``'s context is callable too, as a decorator)."""
+        return not hasattr(self.source, "__aenter__")
+
     def _context(self) -> AbstractAsyncContextManager[object]:
         source = self.source
-        return source() if callable(source) else source
+        if isinstance(source, AbstractAsyncContextManager) or not callable(source):
+            return source
+        return source()
 
     def _set(self, value: T | None) -> None:
         if self.value is not value:
@@ -144,7 +152,7 @@ class Holder(Generic[T]):
     async def _until_released_or_lost(self) -> None:
         # A context that enters once is kept even when its connection is gone: without it
         # the worker could run nothing at all.
-        events = (self._release, self._lost) if callable(self.source) else (self._release,)
+        events = (self._release, self._lost) if self._fresh else (self._release,)
         waits = [asyncio.ensure_future(e.wait()) for e in events]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

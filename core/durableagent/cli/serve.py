@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import importlib
 import inspect
 import logging
@@ -45,7 +46,7 @@ def load_agent(spec: str, root: Path) -> Any:
             obj = getattr(obj, part)
         except AttributeError:
             raise Refused(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not isinstance(obj, Agent) and callable(obj):
+    if not isinstance(obj, Agent) and not _enterable(obj) and callable(obj):
         fn = obj
         params = inspect.signature(fn).parameters
         obj = fn(root) if params else fn()
@@ -161,7 +162,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Build (or reuse) the demo store, start a worker for it and open the TUI."""
-    from ..demo import build_demo_store, demo_agent, is_demo_store
+    from ..demo import build_demo_store, demo_agent, demo_hints, is_demo_store
     from ..worker import Worker, WorkerThread
 
     root = Path(args.store if args.store is not None else DEFAULT_DEMO_STORE)
@@ -187,15 +188,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
         args.store = str(root)
         return cmd_ls(args)
     run_tui = _run_tui()
-    # The TUI owns the terminal: the worker's log must not write over it.
-    worker_log = logging.getLogger("durableagent.worker")
-    worker_log.addHandler(logging.NullHandler())
-    worker_log.propagate = False
-    agent = demo_agent(root)
-    hints = {t.name: t.hint for t in agent.config.tools if t.hint}
+    # The TUI owns the terminal: the worker's log (and the demo's, and the MCP client's)
+    # must not write over it.
+    for name in ("durableagent.worker", "durableagent.demo", "durableagent.mcp", "mcp"):
+        quiet = logging.getLogger(name)
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+    # A function making the agent: the worker enters it (starting the demo's MCP ticket
+    # server) on its own loop, and again should the server's connection be lost.
+    agent = functools.partial(demo_agent, root)
     thread = WorkerThread(Worker(agent, store, backoff=2.0, grace=5.0, rescan=2.0)).start()
     try:
-        return int(run_tui(store, hints=hints))
+        return int(run_tui(store, hints=demo_hints(root)))
     finally:
         if not thread.stop():
             print("agentrun demo: the worker did not stop in time", file=sys.stderr)
