@@ -9,7 +9,7 @@ from pathlib import Path
 CORE = Path(__file__).resolve().parent.parent / "core" / "durableagent"
 
 
-HEAVY = ("textual", "rich", "watchfiles", "durableagent_tui", "openai", "anthropic")
+HEAVY = ("textual", "rich", "watchfiles", "durableagent_tui", "openai", "anthropic", "mcp")
 
 
 def loaded_after(module: str, then: str = "") -> set[str]:
@@ -44,6 +44,21 @@ def test_only_its_adapter_imports_each_model_sdk():
         for sdk in ("openai", "anthropic"):
             if path != CORE / "models" / f"{sdk}.py":
                 assert f"\nimport {sdk}" not in text and f"\nfrom {sdk}" not in text, path
+
+
+def test_the_mcp_sdk_loads_only_when_mcp_tools_is_asked_for():
+    # (The SDK brings watchfiles along with it, through its HTTP server parts.)
+    assert "mcp" in loaded_after("durableagent", "durableagent.mcp_tools")
+    assert loaded_after("durableagent.demo") == set()  # the demo's agent loads it when entered
+    assert "mcp" in loaded_after("durableagent.mcp_adapter")
+
+
+def test_only_the_mcp_adapter_and_the_demo_ticket_server_import_the_mcp_sdk():
+    allowed = {CORE / "mcp_adapter.py", CORE / "demo_ticket_server.py"}
+    for path in CORE.rglob("*.py"):
+        text = path.read_text()
+        if path not in allowed:
+            assert "\nimport mcp" not in text and "\nfrom mcp" not in text, path
 
 
 def test_the_command_line_loads_the_ui_and_the_watch_only_when_asked():
