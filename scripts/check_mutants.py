@@ -288,6 +288,36 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    elif call.error is not None:\n        refusal = call.error\n",
         "",
     ),
+    "o01-fork-copies-an-open-write": (
+        "a fork copies a write that may or may not have happened",
+        "fork.py",
+        "    _refuse_open_writes(run_id, at_step, copies, dropped)\n",
+        "",
+    ),
+    "o02-interrupted-fork-looks-ready": (
+        "a fork cut short shows as ready, for a worker to run with half its history",
+        "fold.py",
+        "        if self.origin is not None and self.unfinished_fork() is not None:\n",
+        "        if False:\n",
+    ),
+    "o03-interrupted-fork-runs": (
+        "run() executes a fork cut short",
+        "run.py",
+        "    gap = unfinished_fork(records, run_id)\n    if gap is not None:\n        raise Fork",
+        "    gap = None\n    if gap is not None:\n        raise Fork",
+    ),
+    "o04-approval-carried-for-other-arguments": (
+        "a fork carries an approval over to a call with other arguments",
+        "fork.py",
+        "keep = isinstance(marker, str) and requested.get(marker_step(marker)) == marker",
+        "keep = True",
+    ),
+    "o05-audit-hides-an-override": (
+        "the audit calls an approval that a later deny beat applied",
+        "audit.py",
+        "            if deny is not None:\n",
+        "            if False:\n",
+    ),
 }
 
 TESTS = [
@@ -307,6 +337,8 @@ TESTS = [
     "tests/test_idempotent.py",
     "tests/test_retry_after.py",
     "tests/test_models_openai.py",
+    "tests/test_fork.py",
+    "tests/test_audit.py",
 ]
 
 

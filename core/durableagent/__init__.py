@@ -6,10 +6,12 @@ result stops the run as indeterminate until a human reconciles it; approvals, de
 reconciliations are signals appended to the journal.
 """
 
+from .audit import Audit, Decision, audit, decisions
 from .errors import (
     CorruptJournalError,
     DurabilityError,
     DurableAgentError,
+    ForkError,
     IndeterminateError,
     InputMismatchError,
     InvalidRunIdError,
@@ -28,9 +30,11 @@ from .errors import (
     ToolPolicyError,
 )
 from .fold import NEEDS_HUMAN, Fold, RunStatus
+from .fork import ForkPlan, fork, fork_points, forks_of, plan_fork
 from .gate import Pending, PolicyGate, gate_for, marker_for, marker_step
 from .ids import check_run_id, valid_run_id
 from .journal import Journal, Reconcile, idempotency_key
+from .lineage import ForkedFrom, forked_from
 from .loop import AgentConfig, LoopOutcome, PlainRunner, StepRunner, run_loop
 from .messages import Message, StepKind, ToolCall, model_step, step_tool_name, tool_step
 from .model import Model, ScriptedModel
@@ -61,12 +65,17 @@ __all__ = [
     "Agent",
     "AgentConfig",
     "Attempt",
+    "Audit",
     "Config",
     "CorruptJournalError",
+    "Decision",
     "DurabilityError",
     "DurableAgentError",
     "FileStore",
     "Fold",
+    "ForkError",
+    "ForkPlan",
+    "ForkedFrom",
     "IndeterminateError",
     "InputMismatchError",
     "InvalidRunIdError",
@@ -109,7 +118,13 @@ __all__ = [
     "ToolNameCollisionError",
     "ToolPolicyError",
     "Worker",
+    "audit",
     "check_run_id",
+    "decisions",
+    "fork",
+    "fork_points",
+    "forked_from",
+    "forks_of",
     "gate_for",
     "idempotency_key",
     "marker_for",
@@ -117,6 +132,7 @@ __all__ = [
     "mcp_tools",
     "model_step",
     "open_store",
+    "plan_fork",
     "run",
     "run_loop",
     "signal",

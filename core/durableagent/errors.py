@@ -121,6 +121,14 @@ class SignalError(DurableAgentError):
         super().__init__(message)
 
 
+class ForkError(DurableAgentError):
+    """A fork was refused (nothing written), or a run is a fork whose copy is not whole yet."""
+
+    def __init__(self, run_id: str, message: str) -> None:
+        self.run_id = run_id
+        super().__init__(message)
+
+
 class MaxTurnsExceeded(DurableAgentError):
     """The model kept asking for tools past the configured number of turns."""
 

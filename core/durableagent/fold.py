@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .gate import Pending
+from .lineage import ForkedFrom, forked_from, unfinished
 from .outcome import Outcome, Status
-from .record import RUN_COMPLETED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
+from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
 
 PREVIEW = 80  # characters of the answer kept for a listing (ls --json)
 
@@ -42,7 +43,8 @@ class Fold:
     ``open`` maps each step that started and has no result to ``[write, start_seq,
     reconciled]`` (the latest start's recorded write flag, its seq, and whether a reconcile
     came after it); a step leaves it at its first result. ``steps`` counts steps by their first
-    start (or a result without a start)."""
+    start (or a result without a start). ``origin`` is where a fork came from (its first
+    record's ``forked_from``), ``origin_seq`` that record's seq."""
 
     last_seq: int = 0
     started_at: float | None = None
@@ -55,9 +57,12 @@ class Fold:
     open: dict[str, list[Any]] = field(default_factory=dict)
     decided: set[str] = field(default_factory=set)
     finished: set[str] = field(default_factory=set)  # steps with a result, while few
+    origin: ForkedFrom | None = None
+    origin_seq: int = 0
 
     def add(self, r: Record) -> None:
         """Fold one record in (records arrive in seq order)."""
+        first = self.last_seq == 0
         self.last_seq = r.seq
         if self.started_at is None:
             self.started_at = r.at
@@ -92,6 +97,13 @@ class Fold:
             msg = data.get("message")
             content = msg.get("content") if isinstance(msg, dict) else None
             self.answer = content[:PREVIEW] if isinstance(content, str) else ""
+        elif t == RUN_STARTED and first:
+            self.origin = forked_from(r)
+            self.origin_seq = r.seq
+
+    def unfinished_fork(self, run_id: str = "") -> str | None:
+        """Why the run is a fork whose copied records are not all there yet, or None."""
+        return unfinished(self.origin, self.origin_seq, self.last_seq, run_id)
 
     @property
     def indeterminate(self) -> str | None:
@@ -111,6 +123,8 @@ class Fold:
             return RunStatus.COMPLETED
         if leased:
             return RunStatus.RUNNING
+        if self.origin is not None and self.unfinished_fork() is not None:
+            return RunStatus.CORRUPT  # half a history: nothing may run it (see lineage.py)
         if self.indeterminate is not None:
             return RunStatus.INDETERMINATE
         if self.pending(outcome):
@@ -146,6 +160,8 @@ class Fold:
             "answer": self.answer,
             "open": self.open,
             "decided": sorted(self.decided),
+            "origin": None if self.origin is None else self.origin.to_dict(),
+            "origin_seq": self.origin_seq,
         }
 
     @classmethod
@@ -161,6 +177,8 @@ class Fold:
             answer=str(d.get("answer") or ""),
             open={str(k): list(v) for k, v in dict(d.get("open") or {}).items()},
             decided=set(d.get("decided") or ()),
+            origin=ForkedFrom.from_dict(d.get("origin")),
+            origin_seq=int(d.get("origin_seq") or 0),
         )
 
 
@@ -191,6 +209,7 @@ class Summary(NamedTuple):
     pending: tuple[Pending, ...] = ()
     indeterminate: str | None = None
     signals: int = 0  # signal records so far (a new one gives a failed run a fresh budget)
+    forked_from: ForkedFrom | None = None  # a fork's origin (its run.started's forked_from)
 
     @property
     def needs_human(self) -> bool:
@@ -200,6 +219,9 @@ class Summary(NamedTuple):
 def summarize(run_id: str, f: Fold, outcome: Outcome | None, leased: bool = False) -> Summary:
     """The summary of a run from its fold, its last outcome and its lease."""
     status = f.status(outcome, leased)
+    error = outcome.error if status == RunStatus.FAILED and outcome is not None else ""
+    if status == RunStatus.CORRUPT:
+        error = f.unfinished_fork(run_id) or ""
     return Summary(
         run_id=run_id,
         status=status,
@@ -208,13 +230,14 @@ def summarize(run_id: str, f: Fold, outcome: Outcome | None, leased: bool = Fals
         started_at=f.started_at,
         last_activity=f.last_at,
         last_seq=f.last_seq,
-        waiting_on=f.waiting_on(status, outcome),
-        error=outcome.error if status == RunStatus.FAILED and outcome is not None else "",
+        waiting_on=error if status == RunStatus.CORRUPT else f.waiting_on(status, outcome),
+        error=error,
         answer=f.answer,
         leased=leased,
         pending=tuple(f.pending(outcome)) if status == RunStatus.AWAITING_APPROVAL else (),
         indeterminate=f.indeterminate if status == RunStatus.INDETERMINATE else None,
         signals=f.signals,
+        forked_from=f.origin,
     )
 
 

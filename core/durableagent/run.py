@@ -12,6 +12,7 @@ from typing import Any
 from .errors import (
     CorruptJournalError,
     DurableAgentError,
+    ForkError,
     IndeterminateError,
     InputMismatchError,
     LeaseLostError,
@@ -23,6 +24,7 @@ from .errors import (
 from .gate import PolicyGate, marker_for, marker_step
 from .ids import check_run_id
 from .journal import Journal, Reconcile, StepIndex, deny_reason
+from .lineage import unfinished_fork
 from .loop import AgentConfig, run_loop
 from .messages import Message, model_step
 from .outcome import Outcome, Status
@@ -178,6 +180,9 @@ def _check_start(run_id: str, records: list[Record], given: Any) -> Outcome | No
         raise CorruptJournalError(run_id, 1, "the first record is not run.started with an input")
     if given is not None and first.data["input"] != given:
         raise InputMismatchError(run_id)
+    gap = unfinished_fork(records, run_id)
+    if gap is not None:
+        raise ForkError(run_id, f"run {run_id!r} cannot run: it is {gap}")
     for r in reversed(records):
         if r.type == RUN_COMPLETED:
             try:
@@ -252,6 +257,9 @@ def signal(
             raise RunNotFoundError(run_id)
         if any(r.type == RUN_COMPLETED for r in records):
             raise SignalError(run_id, f"run {run_id!r} is completed; a signal cannot change it")
+        gap = unfinished_fork(records, run_id)
+        if gap is not None:
+            raise SignalError(run_id, f"run {run_id!r} is {gap}; decide on it after that")
         if expect_seq is not None and records[-1].seq != expect_seq:
             raise RunChangedError(run_id, expect_seq, records[-1].seq)
         index = StepIndex(records)

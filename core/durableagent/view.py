@@ -11,6 +11,7 @@ from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .gate import Pending
 from .ids import check_run_id
 from .journal import StepIndex
+from .lineage import ForkedFrom
 from .messages import Message, ToolCall
 from .outcome import Outcome
 from .record import (
@@ -86,6 +87,7 @@ class RunView:
     outcome: Outcome | None = None
     leased: bool = False
     signals: tuple[Record, ...] = field(default=())
+    forked_from: ForkedFrom | None = None  # a fork's origin; its forks: durableagent.forks_of
     tokens: Tokens | None = None  # the model steps' usage summed; None when none reported
 
     @property
@@ -181,6 +183,8 @@ def view_run(
     stuck = next((v for v in step_views if v.name == stuck_name), None)
     pending = tuple(status_fold.pending(outcome))
     error = outcome.error if status == RunStatus.FAILED and outcome is not None else ""
+    if status == RunStatus.CORRUPT:  # an unfinished fork (see lineage.py)
+        error = status_fold.unfinished_fork(run_id) or ""
     return RunView(
         run_id=run_id,
         status=status,
@@ -197,6 +201,7 @@ def view_run(
         outcome=outcome,
         leased=leased,
         signals=tuple(signals),
+        forked_from=status_fold.origin,
         tokens=sum(used, Tokens()) if used else None,
     )
 

@@ -1,6 +1,6 @@
 """Shell completion: ``agentrun completion bash|zsh`` prints the code that registers agentrun
-with argcomplete, and the completers read run ids, pending markers and indeterminate steps from
-the store named on the command line being completed.
+with argcomplete, and the completers read run ids, pending markers, indeterminate steps and the
+steps a fork may start at from the store named on the command line being completed.
 
 argcomplete is imported only while a shell asks for completions (``_ARGCOMPLETE`` is set) or
 when the registration code is printed: ``import durableagent.cli`` stays as light as before.
@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..fork import fork_points
 from ..labels import STATUS_BY_WORD
 from ..stores import Store, open_store
 from ..view import RunView, view_store
@@ -91,6 +92,12 @@ def complete_steps(prefix: str, parsed_args: argparse.Namespace) -> Iterable[str
 
 
 @quietly
+def complete_fork_points(prefix: str, parsed_args: argparse.Namespace) -> Iterable[str]:
+    """The steps a fork of the run may start at (``fork RUN --at``)."""
+    return fork_points(_store(parsed_args).load(parsed_args.run))
+
+
+@quietly
 def complete_statuses(prefix: str, parsed_args: argparse.Namespace) -> Iterable[str]:
     """Every word ``ls --status`` takes."""
     return list(STATUS_BY_WORD)
@@ -109,6 +116,7 @@ COMPLETERS: dict[str, Completer] = {
     "run": complete_runs,
     "marker": complete_markers,
     "step": complete_steps,
+    "at": complete_fork_points,
     "status": complete_statuses,
     "store": complete_directories,
 }

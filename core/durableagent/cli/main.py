@@ -1,10 +1,11 @@
 """agentrun: the command line for durable agent runs.
 
 This module only wires argparse to the command families (one module each: ``runs``,
-``decisions``, ``serve``, ``completion``). Exit codes: 0 done, 1 refused or failed (one line on
-stderr saying why and what to do), 2 usage (with the command's own usage line). Read commands
-never create a store; ``submit`` does. ``--store`` goes before or after the command (after
-wins).
+``decisions``, ``operations``, ``serve``, ``completion``). Exit codes: 0 done, 1 refused or
+failed (one line on stderr saying why and what to do), 2 usage (with the command's own usage
+line), 130 interrupted (ctrl+c); ``show --follow`` adds 3: the run stopped for a human. Read
+commands never create a store; ``submit`` does. ``--store`` goes before or after the command
+(after wins).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..errors import DurableAgentError
-from . import completion, decisions, runs, serve
+from . import completion, decisions, operations, runs, serve
 from .common import STORE_HELP, Refused, Usage, clean, default_store, login_name, parents
 
 
@@ -23,14 +24,14 @@ def build_parser() -> argparse.ArgumentParser:
     """The agentrun argument parser."""
     p = argparse.ArgumentParser(
         prog="agentrun",
-        description="Durable AI-agent runs: list, inspect, approve, reconcile, serve.",
+        description="Durable AI-agent runs: list, inspect, approve, reconcile, fork, audit, serve.",
         epilog="exit codes: 0 done, 1 refused or failed, 2 usage",
     )
     p.add_argument("--version", action="version", version=f"agentrun {__version__}")
     p.add_argument("--store", default=None, metavar="DIR", help=STORE_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     shared = parents()
-    for family in (runs, decisions, serve, completion):
+    for family in (runs, decisions, operations, serve, completion):
         family.register(sub, shared)
     # A usage error found after parsing is told with the command's own usage line.
     for command in sub.choices.values():

@@ -1,19 +1,25 @@
-"""The run commands: ``ls``, ``show`` and ``submit``."""
+"""The run commands: ``ls`` (``--watch``), ``show`` (``--follow``) and ``submit``."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import time
+from collections.abc import Hashable, Iterator
 from typing import Any
 
-from ..fold import RunStatus, Summary
+from ..fold import Fold, RunStatus, Summary
+from ..fork import forks_of
 from ..ids import check_run_id
 from ..labels import ATTENTION_RANK, ago
+from ..lineage import ForkedFrom
 from ..messages import Message, step_tool_name
 from ..record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
 from ..run import submit
+from ..stores import Store
 from ..view import RunView, view_store
+from . import follow
 from .common import (
     Parents,
     Refused,
@@ -32,10 +38,22 @@ from .common import (
     with_iso,
 )
 
+# `show --follow` exits with this when the run stops for a human (awaiting_approval,
+# indeterminate, failed); 0 when it completes, 1 when its journal does not load, 130 on Ctrl-C.
+EXIT_NEEDS_HUMAN = 3
 
-def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
-    """A RunView as plain JSON: what ``show --json`` prints, and without the records what
-    ``ls --json`` prints per run. The README's "JSON output" lists every field."""
+
+def origin_dict(origin: ForkedFrom | None) -> dict[str, Any] | None:
+    """A fork's origin as JSON (``forked_from``), None for a run that is no fork."""
+    return None if origin is None else origin.to_dict()
+
+
+def view_dict(
+    view: RunView, *, records: bool = True, forks: list[str] | None = None
+) -> dict[str, Any]:
+    """A RunView as plain JSON: what ``show --json`` prints (with the runs forked from it,
+    ``forks``), and without the records what ``ls --json`` prints per run. The README's "JSON
+    output" lists every field."""
     d: dict[str, Any] = {
         "run_id": view.run_id,
         "status": str(view.status),
@@ -54,7 +72,10 @@ def view_dict(view: RunView, *, records: bool = True) -> dict[str, Any]:
         "answer": None if view.answer is None else view.answer.to_dict(),
         "leased": view.leased,
         "tokens": None if view.tokens is None else view.tokens.to_dict(),
+        "forked_from": origin_dict(view.forked_from),
     }
+    if forks is not None:
+        d["forks"] = forks
     if view.indeterminate is not None:
         s = view.indeterminate
         d["indeterminate"] = {
@@ -117,6 +138,7 @@ def summary_dict(s: Summary) -> dict[str, Any]:
         else {"step": s.indeterminate, "tool": step_tool_name(s.indeterminate)},
         "answer": None if not s.answer else {"role": "assistant", "content": s.answer},
         "leased": s.leased,
+        "forked_from": origin_dict(s.forked_from),
     }
     return versioned(d)
 
@@ -133,18 +155,32 @@ def attention_order(summaries: list[Summary]) -> list[Summary]:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """List runs, needs-attention first (from the store's summaries: no journal is read
-    whole)."""
+    whole); ``--watch`` lists them again at each change."""
     store = store_of(args)
-    runs = attention_order(store.summaries())
+    if getattr(args, "watch", False):  # (agentrun demo --no-tui lists through here too)
+        return _watch(args, store)
+    for chunk in _listing(args, store, store.summaries()):
+        sys.stdout.write(chunk)
+    return 0
+
+
+def _selected(args: argparse.Namespace, summaries: list[Summary]) -> list[Summary]:
+    runs = attention_order(summaries)
     if args.status:
         runs = [s for s in runs if s.status in args.status]
+    return runs
+
+
+def _listing(args: argparse.Namespace, store: Store, summaries: list[Summary]) -> Iterator[str]:
+    """What ``ls`` prints, in pieces: the table, or one JSON object per run."""
+    runs = _selected(args, summaries)
     if args.json:
-        for s in runs:
-            print(dump(summary_dict(s)))
-        return 0
+        for i in range(0, len(runs), 1000):
+            yield "".join(dump(summary_dict(s)) + "\n" for s in runs[i : i + 1000])
+        return
     if not runs:
-        print(f"no runs in {describe(store)}" + (" with that status" if args.status else ""))
-        return 0
+        yield f"no runs in {describe(store)}" + (" with that status" if args.status else "") + "\n"
+        return
     now = time.time()
     words = {status: status_word(status) for status in RunStatus}
     rows = [("STATUS", "RUN", "STEPS", "MODEL CALLS", "WAITING ON", "LAST ACTIVITY")]
@@ -163,9 +199,37 @@ def cmd_ls(args: argparse.Namespace) -> int:
     # written a thousand at a time.
     widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
     line = "  ".join(f"{{:<{w}}}" for w in widths)
-    write = sys.stdout.write
     for i in range(0, len(rows), 1000):
-        write("".join(line.format(*r).rstrip() + "\n" for r in rows[i : i + 1000]))
+        yield "".join(line.format(*r).rstrip() + "\n" for r in rows[i : i + 1000])
+
+
+CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
+
+
+def _watch(args: argparse.Namespace, store: Store) -> int:
+    """``ls --watch``: the listing, then again at each change of it until Ctrl-C. On a
+    terminal the screen is cleared and redrawn (also every few seconds, as ages move);
+    otherwise each new listing follows a blank line."""
+    tty = sys.stdout.isatty()
+
+    def key(summaries: list[Summary]) -> Hashable:
+        return tuple(
+            (s.run_id, s.status, s.steps, s.model_calls, s.waiting_on, s.last_seq, s.leased)
+            for s in _selected(args, summaries)
+        )
+
+    def draw(summaries: list[Summary], first: bool) -> None:
+        if tty:
+            when = time.strftime("%H:%M:%S")
+            head = f"agentrun ls --watch  {describe(store)}  {when}  (ctrl+c quits)"
+            sys.stdout.write(f"{CLEAR}{head}\n\n")
+        elif not first:
+            sys.stdout.write("\n")
+        for chunk in _listing(args, store, summaries):
+            sys.stdout.write(chunk)
+        sys.stdout.flush()
+
+    asyncio.run(follow.watch_listing(store, draw, key, redraw_anyway=tty))
     return 0
 
 
@@ -228,32 +292,94 @@ def _usage_text(data: dict[str, Any]) -> str:
     return f"  [{u.get('input_tokens', 0)} in, {u.get('output_tokens', 0)} out tokens]"
 
 
+def timeline_line(r: Record) -> str:
+    """One record as a line of ``show``'s timeline."""
+    when = time.strftime("%H:%M:%S", time.localtime(r.at))
+    step = clean(r.step) if r.step else ""
+    return f"  {r.seq:>4}  {when}  {r.type:<14} {step:<28} {_describe(r)}".rstrip()
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    """Print one run: its timeline and what it waits on."""
+    """Print one run: its lineage, its timeline and what it waits on; ``--follow`` prints
+    each record as it lands until the run completes or stops for a human."""
     store = store_of(args)
     require_run(store, args.run)
     view = view_store(store, args.run)
     if view.status == RunStatus.CORRUPT:
-        raise Refused(view.error)
+        raise Refused(
+            view.error if view.forked_from is None else f"run {view.run_id} is {view.error}"
+        )
+    if args.follow:
+        return _follow(args, store, view)
+    forks = forks_of(store, view.run_id)
     if args.json:
-        print(dump(view_dict(view)))
+        print(dump(view_dict(view, forks=forks)))
         return 0
-    print(f"run      {view.run_id}")
-    print(f"status   {status_word(view.status)}")
-    print(f"started  {stamp(view.started_at)}")
-    print(f"last     {stamp(view.last_activity)}")
-    print(f"steps    {len(view.steps)}, model calls {view.model_calls}")
+    print(_header(view, forks))
+    for r in view.records:
+        print(timeline_line(r))
+    print()
+    _next_steps(store, view)
+    return 0
+
+
+def _header(view: RunView, forks: list[str]) -> str:
+    """The lines above a run's timeline: who it is, its status, where it came from."""
+    lines = [f"run      {view.run_id}", f"status   {status_word(view.status)}"]
+    if view.forked_from is not None:
+        lines.append(f"lineage  {clean(view.forked_from.describe())}")
+    if forks:
+        lines.append(f"forks    {', '.join(forks)}")
+    lines += [
+        f"started  {stamp(view.started_at)}",
+        f"last     {stamp(view.last_activity)}",
+        f"steps    {len(view.steps)}, model calls {view.model_calls}",
+    ]
     if view.tokens is not None:
         t = view.tokens
-        print(f"tokens   {t.input} in, {t.output} out ({t.total} in all)")
-    print()
-    print("timeline")
+        lines.append(f"tokens   {t.input} in, {t.output} out ({t.total} in all)")
+    lines += ["", "timeline"]
+    return "\n".join(lines)
+
+
+def _record_json(run_id: str, r: Record) -> str:
+    return dump(versioned({"run_id": run_id, **with_iso(r.to_dict(), "at")}))
+
+
+def _follow(args: argparse.Namespace, store: Store, view: RunView) -> int:
+    """``show --follow``: the timeline, then each record as it lands; then how it stopped.
+    Exit 0 completed, 3 stopped for a human (EXIT_NEEDS_HUMAN), 1 its journal went bad."""
+    run_id = view.run_id
+
+    def out(line: str) -> None:
+        print(line, flush=True)  # a pipe gets each line as it lands, not at exit
+
+    def on_record(r: Record) -> None:
+        out(_record_json(run_id, r) if args.json else timeline_line(r))
+
+    if not args.json:
+        out(_header(view, forks_of(store, run_id)))
     for r in view.records:
-        when = time.strftime("%H:%M:%S", time.localtime(r.at))
-        step = clean(r.step) if r.step else ""
-        desc = _describe(r)
-        print(f"  {r.seq:>4}  {when}  {r.type:<14} {step:<28} {desc}".rstrip())
-    print()
+        on_record(r)
+    fold = Fold()
+    for r in view.records:
+        fold.add(r)
+    status = view.status
+    if status not in follow.STOPS:
+        status = asyncio.run(follow.follow_run(store, run_id, fold, on_record))
+    final = view_store(store, run_id)
+    if status == RunStatus.CORRUPT:
+        raise Refused(final.error or f"the journal of run {run_id} does not load any more")
+    if not args.json:
+        out("")
+        out(f"status   {status_word(status)}")
+        if final.status == status:  # else it moved on meanwhile (a worker retrying it)
+            _next_steps(store, final)
+    return 0 if status == RunStatus.COMPLETED else EXIT_NEEDS_HUMAN
+
+
+def _next_steps(store: Store, view: RunView) -> None:
+    """What the run waits on and the commands that move it on."""
     run = view.run_id
     if view.status == RunStatus.AWAITING_APPROVAL:
         print(f"waiting for approval ({len(view.pending)}):")
@@ -290,7 +416,6 @@ def cmd_show(args: argparse.Namespace) -> int:
         holder = store.lease_holder(run) or {}
         who = f" (pid {holder['pid']} on {holder['host']})" if "pid" in holder else ""
         print(f"running: a worker holds its lease{clean(who)}")
-    return 0
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
@@ -333,10 +458,30 @@ def register(sub: Any, parents: Parents) -> None:
             + "; or the TUI's short words (awaiting)"
         ),
     )
+    s.add_argument(
+        "-w",
+        "--watch",
+        action="store_true",
+        help="list again at each change until ctrl+c (a terminal is redrawn in place)",
+    )
     s.set_defaults(fn=cmd_ls)
 
-    s = sub.add_parser("show", parents=[parents.store, parents.json], help="one run's timeline")
+    s = sub.add_parser(
+        "show",
+        parents=[parents.store, parents.json],
+        help="one run's timeline",
+        epilog=(
+            "--follow exits 0 when the run completes, 3 when it stops for a human "
+            "(awaiting_approval, indeterminate or failed), 130 on ctrl+c"
+        ),
+    )
     s.add_argument("run", metavar="RUN")
+    s.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="print each record as it lands, until the run completes or stops for a human",
+    )
     s.set_defaults(fn=cmd_show)
 
     s = sub.add_parser("submit", parents=[parents.store], help="submit a new run for a worker")

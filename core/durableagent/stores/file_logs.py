@@ -21,6 +21,7 @@ from typing import Any
 
 from ..fold import RunStatus, Summary
 from ..gate import Pending
+from ..lineage import ForkedFrom
 from ..outcome import Outcome
 from .fs import O_READ, O_WRITE, StoreDir, pread_all, replace_in, write_all
 from .protocol import LOST, Attempt
@@ -121,9 +122,10 @@ def last_outcome(data: bytes | None) -> Outcome | None:
 # A row is one line of tab-separated fields (text fields escaped): a listing reads 100,000 of
 # them, and splitting lines is three times faster than parsing JSON.
 #   run_id, stamp ("size:mtime_ns" of the journal), status, steps, model_calls, started_at,
-#   last_activity, last_seq, waiting_on, error, answer, pending (JSON), indeterminate, signals
+#   last_activity, last_seq, waiting_on, error, answer, pending (JSON), indeterminate, signals,
+#   forked_from (JSON). Rows of another length (an older version's) are rebuilt by readers.
 Row = list[str]
-_FIELDS = 14
+_FIELDS = 15
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _UNESCAPE = re.compile(r"\\(.)")
 _UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
@@ -155,6 +157,7 @@ def stamp_of(size: int, mtime_ns: int) -> str:
 def row_of(summary: Summary, stamp: str) -> Row:
     """A summary as an index row (the status as if the lease were free)."""
     pending = json.dumps([p.to_dict() for p in summary.pending]) if summary.pending else ""
+    origin = summary.forked_from
     return [
         summary.run_id,
         stamp,
@@ -170,6 +173,7 @@ def row_of(summary: Summary, stamp: str) -> Row:
         pending,
         _esc(summary.indeterminate),
         str(summary.signals),
+        "" if origin is None else json.dumps(origin.to_dict()),
     ]
 
 
@@ -193,6 +197,7 @@ def listing_row(root_mtime: int) -> Row:
         "",
         "",
         "0",
+        "",
     ]
 
 
@@ -224,17 +229,20 @@ def summary_of(row: Row, leased: bool) -> Summary:
     status = _STATUS[row[2]]
     started = float(row[5]) if row[5] else None
     last = float(row[6]) if row[6] else None
-    if leased and status not in _SETTLED:
+    origin = ForkedFrom.from_dict(json.loads(row[14])) if row[14] else None
+    # A journal that does not load stays corrupt whoever holds its lease; a fork's journal
+    # is "corrupt" only until its copy is whole, and its forker holds the lease meanwhile.
+    if leased and (status not in _SETTLED or (status == RunStatus.CORRUPT and origin)):
         fields: tuple[Any, ...] = (
             row[0], RunStatus.RUNNING, int(row[3]), int(row[4]), started, last, int(row[7]),
-            "", "", _unesc(row[10]), True, (), None, int(row[13]),
+            "", "", _unesc(row[10]), True, (), None, int(row[13]), origin,
         )  # fmt: skip
     else:
         pending = tuple(Pending.from_dict(p) for p in json.loads(row[11])) if row[11] else ()
         fields = (
             row[0], status, int(row[3]), int(row[4]), started, last, int(row[7]),
             _unesc(row[8]), _unesc(row[9]), _unesc(row[10]), leased, pending,
-            _unesc(row[12]) or None, int(row[13]),
+            _unesc(row[12]) or None, int(row[13]), origin,
         )  # fmt: skip
     summary: Summary = _new(Summary, fields)
     return summary
