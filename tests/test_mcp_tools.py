@@ -36,6 +36,7 @@ from mcp_support import HttpServer, keys, kill_servers, lines, stdio
 
 from durableagent import (
     AgentConfig,
+    AgentStartError,
     Config,
     FileStore,
     Message,
@@ -580,3 +581,19 @@ async def test_a_server_that_goes_down_fails_the_read_stops_the_write_and_never_
     finally:
         stop.set()
         await asyncio.wait_for(serving, 15)
+
+
+async def test_a_server_that_is_down_when_the_worker_starts_is_said_before_any_run(
+    store: FileStore,
+) -> None:
+    @contextlib.asynccontextmanager
+    async def unreachable() -> AsyncIterator[Agent]:
+        async with mcp.Client("http://127.0.0.1:9/mcp") as client:  # the discard port
+            tools = await mcp_tools(client)
+            yield Agent(AgentConfig(ScriptedModel([]), tools), gate_for(tools))
+
+    submit(store, "r1", ASK)
+    worker = Worker(unreachable, store, rescan=0.2)
+    with pytest.raises(AgentStartError, match="the agent did not start: ConnectError"):
+        await asyncio.wait_for(worker.serve(asyncio.Event()), 30)
+    assert view_store(store, "r1").status == RunStatus.READY and len(store.load("r1")) == 1

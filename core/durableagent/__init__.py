@@ -8,6 +8,8 @@ reconciliations are signals appended to the journal.
 
 from .audit import Audit, Decision, audit, decisions
 from .errors import (
+    AgentLostError,
+    AgentStartError,
     CorruptJournalError,
     DurabilityError,
     DurableAgentError,
@@ -17,6 +19,7 @@ from .errors import (
     InvalidRunIdError,
     LeaseLostError,
     MaxTurnsExceeded,
+    McpConnectionLostError,
     McpToolError,
     ModelError,
     ModelRetryError,
@@ -64,6 +67,8 @@ __all__ = [
     "NEEDS_HUMAN",
     "Agent",
     "AgentConfig",
+    "AgentLostError",
+    "AgentStartError",
     "Attempt",
     "Audit",
     "Config",
@@ -84,6 +89,7 @@ __all__ = [
     "LeaseLostError",
     "LoopOutcome",
     "MaxTurnsExceeded",
+    "McpConnectionLostError",
     "McpToolError",
     "Message",
     "Model",

@@ -28,7 +28,9 @@ their type and size); ``isError`` is an error result the model reads. A call tha
 answer (the server is down, the connection broke, the call timed out) raises
 :class:`McpToolError`: the step is not recorded, so a read runs again on the next attempt,
 an idempotent write runs again with the same key, and any other write stops the run as
-indeterminate. A server that refuses the request itself (JSON-RPC "invalid params" or
+indeterminate. When the connection itself is gone it is :class:`McpConnectionLostError`,
+on which a worker connects its agent again (``holder.py``). A server that refuses the request
+itself (JSON-RPC "invalid params" or
 "method not found": a tool it no longer has, arguments its new schema rejects) did nothing,
 so that is recorded as an error result too.
 """
