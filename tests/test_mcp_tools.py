@@ -177,6 +177,19 @@ def test_overrides_win_key_by_key_and_say_so(
     assert c.write or not c.idempotent
 
 
+def test_a_gate_written_by_hand_that_overrules_a_tool_says_so() -> None:
+    from durableagent import PolicyGate
+    from durableagent.gate import describe_policy, policy_source
+
+    t = Tool("wipe", write=True, classified_by="default", origin="MCP server 's'", about="x")
+    assert policy_source(t, gate_for([t])) == "default"
+    assert describe_policy(t, gate_for([t])) == (
+        "write, needs approval · class from default · MCP server 's' · x"
+    )
+    assert policy_source(t, PolicyGate(writes={"wipe"}, approve=())) == "gate"
+    assert describe_policy(Tool("mine", write=True), gate_for([])) == ""  # declared in code
+
+
 def test_an_override_that_makes_no_sense_is_refused_before_any_call(srv: Path) -> None:
     async def main() -> None:
         async with mcp.Client(stdio(srv)) as client:
@@ -597,3 +610,38 @@ async def test_a_server_that_is_down_when_the_worker_starts_is_said_before_any_r
     with pytest.raises(AgentStartError, match="the agent did not start: ConnectError"):
         await asyncio.wait_for(worker.serve(asyncio.Event()), 30)
     assert view_store(store, "r1").status == RunStatus.READY and len(store.load("r1")) == 1
+
+
+async def test_a_stdio_server_that_dies_is_started_again_by_the_worker(
+    srv: Path, store: FileStore
+) -> None:
+    """The server's process exits between two runs: the next call finds the connection
+    closed (the read is not recorded), the worker connects again, starting a new server, and
+    the read runs again there."""
+    reply = calls_then_answer(ToolCall("a", "lookup", {"topic": "vpn"}))
+
+    @contextlib.asynccontextmanager
+    async def helpdesk() -> AsyncIterator[Agent]:
+        async with mcp.Client(stdio(srv)) as client:
+            tools = await mcp_tools(client, trust_annotations=True)
+            yield Agent(AgentConfig(ScriptedModel(reply), tools), gate_for(tools))
+
+    worker = Worker(helpdesk, store, rescan=0.2, backoff=0.1, max_attempts=5)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+    try:
+        submit(store, "first", ASK)
+        await wait_until(lambda: view_store(store, "first").status == RunStatus.COMPLETED)
+        kill_servers(srv)
+        submit(store, "second", ASK)
+        await wait_until(lambda: view_store(store, "second").status == RunStatus.COMPLETED)
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 15)
+    assert len(lines(srv, "pids")) == 2  # a second server, started by the worker
+    started_twice = [r for r in store.load("second") if r.type == STEP_STARTED and "/" in r.step]
+    assert [r.step for r in started_twice].count("tool/1/0/lookup") == 2
+    assert keys(srv, "lookup") == [
+        key_of(store, "first", "tool/1/0/lookup"),
+        key_of(store, "second", "tool/1/0/lookup"),  # the first try never reached a server
+    ]

@@ -62,7 +62,8 @@ class StepView:
     hint: str = ""  # a write's: where a human checks whether it happened (journal text)
     model: str | None = None  # for a model step: the model that answered, as reported
     # for a tool step whose class its code did not declare: where the class came from
-    # ("annotation", "override", "default"; journal text), as its latest start recorded it
+    # ("annotation", "override", "default", or "gate" when a hand-written PolicyGate
+    # overruled it; journal text), as its latest start recorded it
     classified_by: str = ""
 
 
