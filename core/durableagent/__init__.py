@@ -6,6 +6,8 @@ result stops the run as indeterminate until a human reconciles it; approvals, de
 reconciliations are signals appended to the journal.
 """
 
+from typing import TYPE_CHECKING
+
 from .audit import Audit, Decision, audit, decisions
 from .errors import (
     AgentLostError,
@@ -49,6 +51,9 @@ from .tools import Result, Tool, ToolContext
 from .typed_tools import tool
 from .view import RunView, StepView, Tokens, view_run, view_store
 from .worker import Agent, Worker
+
+if TYPE_CHECKING:
+    from .mcp_adapter import mcp_tools
 
 __version__ = "0.1.0"
 

@@ -43,9 +43,14 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
-import mcp
-from mcp.shared.exceptions import MCPError
+try:
+    import anyio
+    import mcp
+    from mcp.shared.exceptions import MCPError
+except ImportError as e:  # say what to install, not only what is missing
+    raise ImportError(
+        f"durableagent.mcp_tools needs the mcp extra: pip install 'durableagent[mcp]' ({e})"
+    ) from e
 
 from .errors import McpConnectionLostError, McpToolError, ToolPolicyError
 from .tools import Result, Tool, ToolContext
