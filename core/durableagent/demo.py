@@ -392,11 +392,18 @@ def build_demo_store(root: Path) -> None:
 
 
 async def _build(store: FileStore) -> None:
-    async with demo_agent(store.root, pace=0, in_process=True) as agent:
-        await _build_runs(store, Config(agent.config, agent.gate, store))
+    # The two children that crash inside crm-access start now: they load the MCP SDK and
+    # connect while this process builds the other runs, then wait for their turn.
+    children = [_CrashChild(store.root, "crm-access", t) for t in ("create_ticket", "send_email")]
+    try:
+        async with demo_agent(store.root, pace=0, in_process=True) as agent:
+            await _build_runs(store, Config(agent.config, agent.gate, store), children)
+    finally:
+        for child in children:
+            child.kill()
 
 
-async def _build_runs(store: FileStore, config: Config) -> None:
+async def _build_runs(store: FileStore, config: Config, children: list[_CrashChild]) -> None:
 
     def start(run_id: str) -> list[Message]:
         return [Message("user", RUNS[run_id])]
@@ -426,11 +433,11 @@ async def _build_runs(store: FileStore, config: Config) -> None:
 
     for marker in await until_pending("crm-access"):
         send_signal(store, "crm-access", "approve", {"marker": marker}, by="demo")
-    await asyncio.to_thread(_crash_in_child, store.root, "crm-access", "create_ticket")
+    await asyncio.to_thread(children[0].crash)  # inside create_ticket
     # An idempotent write left unfinished is not the human's problem: the run is ready.
     if view_store(store, "crm-access").status != "ready":
         raise StoreError("demo: crm-access should be ready after the crash in create_ticket")
-    await asyncio.to_thread(_crash_in_child, store.root, "crm-access", "send_email")
+    await asyncio.to_thread(children[1].crash)  # inside send_email
 
     submit(store, "vpn-access", start("vpn-access"))
     for _ in range(3):  # a worker's whole budget, so the demo's worker leaves it failed
@@ -448,24 +455,43 @@ async def _build_runs(store: FileStore, config: Config) -> None:
             raise StoreError(f"demo: run {run_id} ended {status}; the demo store is incomplete")
 
 
-def _crash_in_child(root: Path, run_id: str, tool: str) -> None:
-    """Resume ``run_id`` in a child process that SIGKILLs itself inside ``tool``."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "durableagent.demo", "--crash-run", str(root), run_id, tool],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if proc.returncode != -signal.SIGKILL:
-        raise StoreError(
-            f"demo: the child meant to die inside {tool} exited {proc.returncode}: "
-            f"{proc.stderr.strip()[-500:]}"
+class _CrashChild:
+    """A child process that resumes ``run_id`` and SIGKILLs itself inside ``tool``. It starts
+    at once (loading what it needs) and resumes the run only when :meth:`crash` says so."""
+
+    def __init__(self, root: Path, run_id: str, tool: str) -> None:
+        self.tool = tool
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "durableagent.demo", "--crash-run", str(root), run_id, tool],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
+
+    def crash(self) -> None:
+        try:
+            _, err = self.proc.communicate("go\n", timeout=60)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise StoreError(f"demo: the child meant to die inside {self.tool} hung") from None
+        if self.proc.returncode != -signal.SIGKILL:
+            raise StoreError(
+                f"demo: the child meant to die inside {self.tool} exited "
+                f"{self.proc.returncode}: {err.strip()[-500:]}"
+            )
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
 
 
 def _crash_child(root: Path, run_id: str, tool: str) -> None:
     async def crash() -> None:
         async with demo_agent(root, pace=0, crash_in=tool, in_process=True) as agent:
+            if not await asyncio.to_thread(sys.stdin.readline):  # the builder says when
+                return  # it went away: nothing to do
             await run(Config(agent.config, agent.gate, FileStore(root)), run_id, None)
 
     asyncio.run(crash())
