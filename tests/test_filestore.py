@@ -376,11 +376,16 @@ def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_creating_a_journal_fsyncs_it_then_its_folder(
     store: FileStore, monkeypatch: pytest.MonkeyPatch
 ):
+    store.append("first", Record.make("run.started", data={"input": []}))  # makes the folders
     synced = fsynced(monkeypatch)
     store.append("new", Record.make("run.started", data={"input": []}))
+    assert len(synced) == 2
     assert synced[0].startswith(str(store.root) + "/.new.jsonl.")  # the temp file, whole
     assert synced[1] == str(store.root)  # then the folder that now names it
-    assert [p.name for p in store.root.iterdir() if p.suffix == ".jsonl"] == ["new.jsonl"]
+    assert sorted(p.name for p in store.root.iterdir() if p.suffix == ".jsonl") == [
+        "first.jsonl",
+        "new.jsonl",
+    ]
 
 
 def test_failure_counts_are_replaced_through_an_fsynced_temp_file_and_folder(
