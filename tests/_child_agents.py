@@ -4,9 +4,11 @@ _child_agents:NAME``). Each takes the store's path and counts its side effects i
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +204,34 @@ def fenced(root: Path) -> Agent:
     ]
     gate = PolicyGate(writes={"create_ticket"}, approve=())
     return Agent(AgentConfig(ScriptedModel(reply), tools), gate)
+
+
+@contextlib.asynccontextmanager
+async def mcp_helpdesk(root: Path) -> AsyncIterator[Agent]:
+    """Tools from the test MCP server (``_mcp_server.py`` over stdio, counting into
+    ``<root>/.mcp/``), its annotations trusted: ``lookup`` (a read), ``file_ticket`` (an
+    idempotent write) and ``send_note`` (a write), none needing approval. A run's request
+    names the one tool it calls; the answer is that call's result."""
+    import mcp
+
+    from durableagent import gate_for, mcp_tools
+
+    calls = {
+        "read": ToolCall("r", "lookup", {"topic": "vpn"}),
+        "idempotent": ToolCall("i", "file_ticket", {"summary": "vpn is down"}),
+        "write": ToolCall("w", "send_note", {"to": "bo", "text": "vpn is down"}),
+    }
+
+    def reply(messages: Sequence[Message]) -> Message:
+        done = [m for m in messages if m.role == "tool"]
+        if done:
+            return Message("assistant", done[0].content)
+        return Message("assistant", tool_calls=(calls[_request(messages)],))
+
+    server = mcp.StdioServerParameters(
+        command=sys.executable,
+        args=[str(Path(__file__).parent / "_mcp_server.py"), str(Path(root) / ".mcp")],
+    )
+    async with mcp.Client(server) as client:
+        tools = await mcp_tools(client, trust_annotations=True)
+        yield Agent(AgentConfig(ScriptedModel(reply), tools), gate_for(tools))

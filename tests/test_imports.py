@@ -18,6 +18,7 @@ HEAVY = (
     "anthropic",
     "psycopg",
     "psycopg_pool",
+    "mcp",
 )
 
 
@@ -66,6 +67,21 @@ def test_only_the_postgresql_store_modules_import_psycopg():
         text = path.read_text()
         if path.relative_to(CORE).as_posix() not in allowed:
             assert "import psycopg" not in text and "from psycopg" not in text, path
+
+
+def test_the_mcp_sdk_loads_only_when_mcp_tools_is_asked_for():
+    # (The SDK brings watchfiles along with it, through its HTTP server parts.)
+    assert "mcp" in loaded_after("durableagent", "durableagent.mcp_tools")
+    assert loaded_after("durableagent.demo") == set()  # the demo's agent loads it when entered
+    assert "mcp" in loaded_after("durableagent.mcp_adapter")
+
+
+def test_only_the_mcp_adapter_and_the_demo_ticket_server_import_the_mcp_sdk():
+    allowed = {CORE / "mcp_adapter.py", CORE / "demo_ticket_server.py"}
+    for path in CORE.rglob("*.py"):
+        text = path.read_text()
+        if path not in allowed:
+            assert "\nimport mcp" not in text and "\nfrom mcp" not in text, path
 
 
 def test_the_command_line_loads_the_ui_and_the_watch_only_when_asked():

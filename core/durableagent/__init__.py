@@ -6,8 +6,12 @@ result stops the run as indeterminate until a human reconciles it; approvals, de
 reconciliations are signals appended to the journal.
 """
 
+from typing import TYPE_CHECKING
+
 from .audit import Audit, Decision, audit, decisions
 from .errors import (
+    AgentLostError,
+    AgentStartError,
     CorruptJournalError,
     DurabilityError,
     DurableAgentError,
@@ -17,6 +21,8 @@ from .errors import (
     InvalidRunIdError,
     LeaseLostError,
     MaxTurnsExceeded,
+    McpConnectionLostError,
+    McpToolError,
     ModelError,
     ModelRetryError,
     RunBusyError,
@@ -27,6 +33,8 @@ from .errors import (
     SignalError,
     StoreError,
     StoreUnavailableError,
+    ToolNameCollisionError,
+    ToolPolicyError,
 )
 from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .fork import ForkPlan, fork, fork_points, forks_of, plan_fork
@@ -46,13 +54,28 @@ from .typed_tools import tool
 from .view import RunView, StepView, Tokens, view_run, view_store
 from .worker import Agent, Worker
 
+if TYPE_CHECKING:
+    from .mcp_adapter import mcp_tools
+
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # mcp_tools needs the mcp SDK (extra "mcp"): load it only when asked for, so that the
+    # library starts without it.
+    if name == "mcp_tools":
+        from .mcp_adapter import mcp_tools
+
+        return mcp_tools
+    raise AttributeError(f"module 'durableagent' has no attribute {name!r}")
 
 
 __all__ = [
     "NEEDS_HUMAN",
     "Agent",
     "AgentConfig",
+    "AgentLostError",
+    "AgentStartError",
     "Attempt",
     "Audit",
     "Config",
@@ -73,6 +96,8 @@ __all__ = [
     "LeaseLostError",
     "LoopOutcome",
     "MaxTurnsExceeded",
+    "McpConnectionLostError",
+    "McpToolError",
     "Message",
     "Model",
     "ModelError",
@@ -105,6 +130,8 @@ __all__ = [
     "Tool",
     "ToolCall",
     "ToolContext",
+    "ToolNameCollisionError",
+    "ToolPolicyError",
     "Worker",
     "audit",
     "check_run_id",
@@ -117,6 +144,7 @@ __all__ = [
     "idempotency_key",
     "marker_for",
     "marker_step",
+    "mcp_tools",
     "model_step",
     "open_store",
     "plan_fork",

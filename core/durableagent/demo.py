@@ -27,14 +27,17 @@ Runs the demo store holds (``build_demo_store``):
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import fcntl
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,8 @@ from .stores.fs import write_atomically
 from .tools import Result, Tool, ToolContext
 from .view import view_store
 from .worker import Agent, note_failure
+
+log = logging.getLogger("durableagent.demo")
 
 DEMO_DIR = ".demo"
 PACE = 1.0  # seconds per step of the slow run
@@ -159,7 +164,7 @@ def read_list(root: Path, name: str) -> list[dict[str, Any]]:
     return data if isinstance(data, list) else []
 
 
-def _add_item(
+def add_item(
     root: Path, name: str, make: Callable[[int], dict[str, Any]], *, key: str | None = None
 ) -> dict[str, Any]:
     """Append ``make(n)`` (n: the next number) to a list file, durably, under a lock: several
@@ -183,15 +188,38 @@ def _add_item(
     return item
 
 
-def demo_tools(root: Path, *, pace: float = PACE, crash_in: str | None = None) -> list[Tool]:
+def demo_hints(root: Path) -> dict[str, str]:
+    """Where the on-call human checks whether each demo write happened (the reconcile
+    dialog's hints)."""
+    here = demo_dir(root)
+    return {
+        "create_ticket": f"look in {here / 'tickets.json'} for a ticket with this step's key",
+        "send_email": f"look in {here / 'outbox.json'} for the email (same recipient and subject)",
+    }
+
+
+def _crash_if(crash_in: str | None, tool: str) -> None:
+    if crash_in == tool:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def demo_tools(
+    root: Path,
+    *,
+    pace: float = PACE,
+    crash_in: str | None = None,
+    tickets: Sequence[Tool] | None = None,
+) -> list[Tool]:
     """lookup_policy (a read), create_ticket (an idempotent write: the ticket system
     deduplicates on the key) and send_email (a write that is not) on the store's ticket system.
-    ``crash_in`` names a write that SIGKILLs the process right after it acted."""
+    ``tickets``: the ticket server's tools (from :func:`demo_agent`); without them
+    create_ticket files in-process, the same way. ``crash_in`` names a write that SIGKILLs
+    the process right after it acted."""
     root = Path(root)
+    hints = demo_hints(root)
 
     def crash_if(tool: str) -> None:
-        if crash_in == tool:
-            os.kill(os.getpid(), signal.SIGKILL)
+        _crash_if(crash_in, tool)
 
     def lookup_policy(args: dict[str, Any]) -> str:
         topic = str(args.get("topic", "access"))
@@ -205,7 +233,7 @@ def demo_tools(root: Path, *, pace: float = PACE, crash_in: str | None = None) -
         return POLICIES.get(topic, POLICIES["access"])
 
     def create_ticket(args: dict[str, Any], ctx: ToolContext) -> Result:
-        ticket = _add_item(
+        ticket = add_item(
             root,
             "tickets",
             lambda n: {
@@ -220,7 +248,7 @@ def demo_tools(root: Path, *, pace: float = PACE, crash_in: str | None = None) -
         return Result(ticket["id"])
 
     def send_email(args: dict[str, Any]) -> Result:
-        mail = _add_item(
+        mail = add_item(
             root,
             "outbox",
             lambda n: {"id": f"MAIL-{n}", **{k: str(v) for k, v in args.items()}},
@@ -229,36 +257,99 @@ def demo_tools(root: Path, *, pace: float = PACE, crash_in: str | None = None) -
         return Result(f"email {mail['id']} sent to {args.get('to', '?')}")
 
     obj = {"type": "object"}
-    here = demo_dir(root)
+    ticket_tools = list(tickets) if tickets is not None else []
+    if not ticket_tools:
+        ticket_tools = [
+            Tool(
+                "create_ticket",
+                "File a ticket in the ticket system",
+                obj,
+                create_ticket,
+                write=True,
+                idempotent=True,
+                hint=hints["create_ticket"],
+            )
+        ]
     return [
         Tool("lookup_policy", "Look up the helpdesk policy on a topic", obj, lookup_policy),
-        Tool(
-            "create_ticket",
-            "File a ticket in the ticket system",
-            obj,
-            create_ticket,
-            write=True,
-            idempotent=True,
-            hint=f"look in {here / 'tickets.json'} for a ticket with this step's key",
-        ),
-        Tool(
-            "send_email",
-            "Send an email",
-            obj,
-            send_email,
-            write=True,
-            hint=f"look in {here / 'outbox.json'} for the email (same recipient and subject)",
-        ),
+        *ticket_tools,
+        Tool("send_email", "Send an email", obj, send_email, write=True, hint=hints["send_email"]),
     ]
 
 
-def demo_agent(
-    root: str | os.PathLike[str], *, pace: float = PACE, crash_in: str | None = None
-) -> Agent:
-    """The demo helpdesk agent working on the ticket system of the store at ``root``; its
-    gate comes from its tools (both writes need approval; create_ticket is idempotent)."""
-    tools = demo_tools(Path(root), pace=pace, crash_in=crash_in)
-    return Agent(AgentConfig(model=DemoModel(pace), tools=tools, system=SYSTEM), gate_for(tools))
+@contextlib.asynccontextmanager
+async def demo_agent(
+    root: str | os.PathLike[str],
+    *,
+    pace: float = PACE,
+    crash_in: str | None = None,
+    in_process: bool = False,
+) -> AsyncIterator[Agent]:
+    """The demo helpdesk agent working on the ticket system of the store at ``root``, for as
+    long as the context lasts; its gate comes from its tools (both writes need approval;
+    create_ticket is idempotent).
+
+    Its tickets are filed through the demo's MCP ticket server (``demo_ticket_server``),
+    started over stdio; ``in_process`` runs that server inside this process instead (the
+    SDK's in-memory transport: the demo store builds without starting one per child). The
+    server's annotations are trusted; an override keeps a human on every ticket, though the
+    server says filing one destroys nothing. Without the ``mcp`` extra the ticket system is
+    called in-process, the same way, and the demo says so."""
+    root = Path(root)
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            tickets = await _ticket_tools(stack, root, in_process=in_process)
+        except ImportError as e:
+            log.warning("the demo files tickets in-process (no MCP server): %s", e)
+            tickets = []
+        if crash_in == "create_ticket":
+            tickets = [_crashing(t, crash_in) for t in tickets]
+        tools = demo_tools(root, pace=pace, crash_in=crash_in, tickets=tickets)
+        config = AgentConfig(model=DemoModel(pace), tools=tools, system=SYSTEM)
+        yield Agent(config, gate_for(tools))
+
+
+async def _ticket_tools(
+    stack: contextlib.AsyncExitStack, root: Path, *, in_process: bool
+) -> list[Tool]:
+    """The ticket server's tools, over a connection ``stack`` closes."""
+    import mcp  # the extra; ImportError: the in-process ticket system instead
+
+    from .demo_ticket_server import ticket_server
+    from .mcp_adapter import mcp_tools
+
+    server: Any = ticket_server(root) if in_process else _stdio_server(stack, root)
+    client = await stack.enter_async_context(mcp.Client(server))
+    overrides = {"create_ticket": {"approve": True, "hint": demo_hints(root)["create_ticket"]}}
+    tools = await mcp_tools(client, trust_annotations=True, overrides=overrides)
+    # The demo model never reads a ticket back; get_ticket is there for real models.
+    return [t for t in tools if t.name == "create_ticket"]
+
+
+def _stdio_server(stack: contextlib.ExitStack | contextlib.AsyncExitStack, root: Path) -> Any:
+    """The ticket server as a child process over stdio; what it says on stderr goes to
+    ``.demo/ticket-server.log``, never onto the TUI's screen."""
+    import mcp
+
+    params = mcp.StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "durableagent.demo_ticket_server", str(root)],
+        env=dict(os.environ),
+    )
+    errlog = stack.enter_context(open(demo_dir(root) / "ticket-server.log", "a"))  # noqa: SIM115
+    return mcp.stdio_client(params, errlog=errlog)
+
+
+def _crashing(tool: Tool, crash_in: str) -> Tool:
+    """``tool``, but the process SIGKILLs itself once the server has answered (the ticket
+    is filed; its result is not yet recorded)."""
+
+    async def call(args: dict[str, Any]) -> Result:
+        result = await tool.call(args)
+        _crash_if(crash_in, tool.name)
+        return result
+
+    return dataclasses.replace(tool, fn=call)
 
 
 # -- the store ------------------------------------------------------------------------------
@@ -301,8 +392,18 @@ def build_demo_store(root: Path) -> None:
 
 
 async def _build(store: FileStore) -> None:
-    agent = demo_agent(store.root, pace=0)
-    config = Config(agent.config, agent.gate, store)
+    # The two children that crash inside crm-access start now: they load the MCP SDK and
+    # connect while this process builds the other runs, then wait for their turn.
+    children = [_CrashChild(store.root, "crm-access", t) for t in ("create_ticket", "send_email")]
+    try:
+        async with demo_agent(store.root, pace=0, in_process=True) as agent:
+            await _build_runs(store, Config(agent.config, agent.gate, store), children)
+    finally:
+        for child in children:
+            child.kill()
+
+
+async def _build_runs(store: FileStore, config: Config, children: list[_CrashChild]) -> None:
 
     def start(run_id: str) -> list[Message]:
         return [Message("user", RUNS[run_id])]
@@ -332,11 +433,11 @@ async def _build(store: FileStore) -> None:
 
     for marker in await until_pending("crm-access"):
         send_signal(store, "crm-access", "approve", {"marker": marker}, by="demo")
-    await asyncio.to_thread(_crash_in_child, store.root, "crm-access", "create_ticket")
+    await asyncio.to_thread(children[0].crash)  # inside create_ticket
     # An idempotent write left unfinished is not the human's problem: the run is ready.
     if view_store(store, "crm-access").status != "ready":
         raise StoreError("demo: crm-access should be ready after the crash in create_ticket")
-    await asyncio.to_thread(_crash_in_child, store.root, "crm-access", "send_email")
+    await asyncio.to_thread(children[1].crash)  # inside send_email
 
     submit(store, "vpn-access", start("vpn-access"))
     for _ in range(3):  # a worker's whole budget, so the demo's worker leaves it failed
@@ -354,24 +455,46 @@ async def _build(store: FileStore) -> None:
             raise StoreError(f"demo: run {run_id} ended {status}; the demo store is incomplete")
 
 
-def _crash_in_child(root: Path, run_id: str, tool: str) -> None:
-    """Resume ``run_id`` in a child process that SIGKILLs itself inside ``tool``."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "durableagent.demo", "--crash-run", str(root), run_id, tool],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    if proc.returncode != -signal.SIGKILL:
-        raise StoreError(
-            f"demo: the child meant to die inside {tool} exited {proc.returncode}: "
-            f"{proc.stderr.strip()[-500:]}"
+class _CrashChild:
+    """A child process that resumes ``run_id`` and SIGKILLs itself inside ``tool``. It starts
+    at once (loading what it needs) and resumes the run only when :meth:`crash` says so."""
+
+    def __init__(self, root: Path, run_id: str, tool: str) -> None:
+        self.tool = tool
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "durableagent.demo", "--crash-run", str(root), run_id, tool],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
         )
+
+    def crash(self) -> None:
+        try:
+            _, err = self.proc.communicate("go\n", timeout=60)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise StoreError(f"demo: the child meant to die inside {self.tool} hung") from None
+        if self.proc.returncode != -signal.SIGKILL:
+            raise StoreError(
+                f"demo: the child meant to die inside {self.tool} exited "
+                f"{self.proc.returncode}: {err.strip()[-500:]}"
+            )
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
 
 
 def _crash_child(root: Path, run_id: str, tool: str) -> None:
-    agent = demo_agent(root, pace=0, crash_in=tool)
-    asyncio.run(run(Config(agent.config, agent.gate, FileStore(root)), run_id, None))
+    async def crash() -> None:
+        async with demo_agent(root, pace=0, crash_in=tool, in_process=True) as agent:
+            if not await asyncio.to_thread(sys.stdin.readline):  # the builder says when
+                return  # it went away: nothing to do
+            await run(Config(agent.config, agent.gate, FileStore(root)), run_id, None)
+
+    asyncio.run(crash())
 
 
 if __name__ == "__main__":

@@ -189,3 +189,55 @@ class ModelRetryError(ModelError):
     ) -> None:
         self.retry_after = retry_after
         super().__init__(message, status=status)
+
+
+class ToolNameCollisionError(DurableAgentError, ValueError):
+    """Two tools of an agent share a name (two MCP servers both offer ``search``, or a server
+    offers a tool named like one of ours). ``.name``, and ``.first`` and ``.second``: where
+    each came from."""
+
+    def __init__(self, name: str, first: str, second: str) -> None:
+        self.name = name
+        self.first = first
+        self.second = second
+        super().__init__(
+            f"two tools are named {name!r}: one from {first}, one from {second}; the model "
+            "could not tell them apart. Rename one, or give one server's tools a prefix "
+            "(mcp_tools(client, prefix='crm_'))"
+        )
+
+
+class McpToolError(DurableAgentError):
+    """An MCP tool call got no answer from its server (the server is down, the connection
+    broke, the call timed out). The step is not recorded: a read is run again on the next
+    attempt, an idempotent write is run again with the same key, and any other write stops
+    the run as indeterminate, since the server may have acted. ``.server``, ``.tool``."""
+
+    def __init__(self, server: str, tool: str, detail: str) -> None:
+        self.server = server
+        self.tool = tool
+        super().__init__(f"MCP server {server!r} gave no answer to {tool}: {detail}")
+
+
+class ToolPolicyError(DurableAgentError, ValueError):
+    """A tool's policy cannot be used as given (an override key that does not exist, a value
+    that is not a bool, an idempotent read)."""
+
+
+class AgentStartError(DurableAgentError):
+    """A worker's agent did not start: entering it (connecting the MCP servers its tools come
+    from) failed, so no run was touched. Fix what it names and start the worker again."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"the agent did not start: {detail}")
+
+
+class AgentLostError(DurableAgentError):
+    """Raised by a tool whose connection is gone for good (the MCP server's process exited,
+    the connection was torn down): a worker connects its agent again (see ``holder.py``)."""
+
+
+class McpConnectionLostError(McpToolError, AgentLostError):
+    """An MCP tool call found its connection to the server closed. The step is not recorded
+    (as for any :class:`McpToolError`); a worker connects to the server again before it
+    starts another run."""

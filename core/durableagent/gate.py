@@ -61,26 +61,76 @@ def gate_for(tools: Iterable[Tool], *, deny: Iterable[str] = ()) -> PolicyGate:
     )
 
 
+def class_words(*, write: bool, approve: bool, idempotent: bool) -> str:
+    """A tool's class in words: ``read``, ``write``, ``idempotent write``, each with ``, needs
+    approval`` when a human must approve it."""
+    what = ("idempotent write" if idempotent else "write") if write else "read"
+    return what + (", needs approval" if approve else "")
+
+
+def policy_source(tool: Tool, gate: PolicyGate) -> str:
+    """Where the class the gate gives ``tool`` came from: the tool's ``classified_by`` when
+    the gate agrees with the tool's own policy (``gate_for``), else "gate" (a PolicyGate
+    written by hand decides); "" for a tool whose policy is its code's."""
+    if not tool.classified_by:
+        return ""
+    agrees = (
+        gate.is_write(tool.name) == tool.write
+        and gate.needs_approval(tool.name) == tool.needs_approval
+        and gate.is_idempotent(tool.name) == (tool.write and tool.idempotent)
+    )
+    return tool.classified_by if agrees else "gate"
+
+
+def describe_policy(tool: Tool, gate: PolicyGate) -> str:
+    """One line for a human deciding on a call of ``tool``: its class as the gate applies it,
+    where that class came from, where the tool comes from and what else it says about itself
+    (``about``). "" for a tool whose policy is its own code's: nothing to explain."""
+    source = policy_source(tool, gate)
+    if not source:
+        return ""
+    words = class_words(
+        write=gate.is_write(tool.name),
+        approve=gate.needs_approval(tool.name),
+        idempotent=gate.is_idempotent(tool.name),
+    )
+    parts = [words, f"class from {source}"]
+    parts += [p for p in (tool.origin, tool.about) if p]
+    return " · ".join(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class Pending:
-    """A tool call waiting for a human. Approve or deny it by its ``marker``."""
+    """A tool call waiting for a human. Approve or deny it by its ``marker``. ``policy`` is
+    the line :func:`describe_policy` gives its tool (journal text once saved), or ""."""
 
     marker: str
     step: str
     tool: str
     arguments: dict[str, Any]
+    policy: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "marker": self.marker,
             "step": self.step,
             "tool": self.tool,
             "arguments": self.arguments,
         }
+        if self.policy:  # only when there is one: older outcomes and readers stay as they were
+            d["policy"] = self.policy
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Pending:
-        return cls(d["marker"], d["step"], d["tool"], dict(d.get("arguments") or {}))
+        policy = d.get("policy")
+        return cls(
+            d["marker"],
+            d["step"],
+            d["tool"],
+            dict(d.get("arguments") or {}),
+            policy if isinstance(policy, str) else "",
+        )
 
 
 def marker_for(step: str, arguments: dict[str, Any]) -> str:

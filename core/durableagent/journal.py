@@ -176,6 +176,7 @@ class Journal:
         marker: str | None = None,
         idempotent: bool = False,
         hint: str = "",
+        classified_by: str = "",
     ) -> Any:
         """Run one step durably (SPEC §3). ``marker``, for a tool call, binds the start to the
         human decisions: the step.started record is appended under the journal's lock only if
@@ -184,8 +185,10 @@ class Journal:
 
         A write's start records ``idempotent`` (the external system deduplicates on the
         step's idempotency key: left unfinished, the step is run again instead of waiting for
-        a human) and ``hint`` (where a human checks whether it happened). ``fn`` runs with the
-        step's :class:`ToolContext` current."""
+        a human) and ``hint`` (where a human checks whether it happened); any tool step's
+        start records ``classified_by`` when given (where its class came from: the MCP
+        server's annotations, the caller's overrides, or the untrusted default). ``fn`` runs
+        with the step's :class:`ToolContext` current."""
         done = self.index.completed.get(name)
         if done is not None:
             return done.data
@@ -208,6 +211,8 @@ class Journal:
             started["idempotent"] = True
         if kind == StepKind.TOOL and write and hint:
             started["hint"] = hint
+        if kind == StepKind.TOOL and classified_by:
+            started["classified_by"] = classified_by
         refusal = await self._start(name, kind, started, marker)
         if refusal is not None:
             return refusal

@@ -6,8 +6,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .errors import MaxTurnsExceeded
-from .gate import Pending, PolicyGate, marker_for
+from .errors import MaxTurnsExceeded, ToolNameCollisionError
+from .gate import Pending, PolicyGate, describe_policy, marker_for, policy_source
 from .messages import Message, StepKind, ToolCall, model_step, tool_step
 from .model import Model
 from .tools import Result, Tool, plain_context, reset_context, set_context
@@ -28,6 +28,7 @@ class StepRunner(Protocol):
         marker: str | None = None,
         idempotent: bool = False,
         hint: str = "",
+        classified_by: str = "",
     ) -> Any: ...
 
     def is_recorded(self, name: str) -> bool: ...
@@ -46,6 +47,7 @@ class PlainRunner:
         marker: str | None = None,
         idempotent: bool = False,
         hint: str = "",
+        classified_by: str = "",
     ) -> Any:
         token = set_context(plain_context(name))
         try:
@@ -60,12 +62,23 @@ class PlainRunner:
 @dataclass(frozen=True)
 class AgentConfig:
     """The model, its tools, an optional system prompt (sent first on every call, never
-    recorded as input) and the turn limit."""
+    recorded as input) and the turn limit.
+
+    This is where an agent's tools come together (its own functions, each MCP server's), so
+    two tools of one name are refused here, naming where each came from: the model could not
+    tell them apart, and every step would run whichever came last."""
 
     model: Model
     tools: Sequence[Tool] = ()
     system: str | None = None
     max_turns: int = 20
+
+    def __post_init__(self) -> None:
+        seen: dict[str, Tool] = {}
+        for t in self.tools:
+            first = seen.setdefault(t.name, t)
+            if first is not t:
+                raise ToolNameCollisionError(t.name, first.describe_origin(), t.describe_origin())
 
 
 @dataclass(frozen=True)
@@ -115,7 +128,7 @@ async def run_loop(
         steps = [tool_step(turn, i, c.name) for i, c in enumerate(reply.tool_calls)]
         markers = [marker_for(s, c.arguments) for s, c in zip(steps, reply.tool_calls, strict=True)]
         pending = tuple(
-            Pending(m, s, c.name, c.arguments)
+            Pending(m, s, c.name, c.arguments, _policy_line(tools.get(c.name), gate))
             for s, m, c in zip(steps, markers, reply.tool_calls, strict=True)
             if not runner.is_recorded(s)
             and gate.needs_approval(c.name)
@@ -137,7 +150,7 @@ async def run_loop(
                 fn,
                 write=write,
                 marker=marker if acts else None,
-                **_write_policy(tools.get(call.name), gate, write),
+                **(_write_policy(tools.get(call.name), gate, write) if acts else {}),
             )
             result = Result.from_dict(recorded)
             convo.append(Message("tool", result.content, tool_call_id=call.id, name=call.name))
@@ -145,12 +158,20 @@ async def run_loop(
     raise MaxTurnsExceeded(config.max_turns)
 
 
+def _policy_line(tool: Tool | None, gate: PolicyGate) -> str:
+    return "" if tool is None else describe_policy(tool, gate)
+
+
 def _write_policy(tool: Tool | None, gate: PolicyGate, write: bool) -> dict[str, Any]:
-    """``idempotent`` and ``hint`` for a write's start, passed only when they apply so that a
-    StepRunner written before them still runs every other call."""
-    if not write or tool is None:
+    """``idempotent`` and ``hint`` for a write's start, and ``classified_by`` for any tool
+    call's (where its class came from, when its code did not declare it), passed only when
+    they apply so that a StepRunner written before them still runs every other call."""
+    if tool is None:
         return {}
-    policy: dict[str, Any] = {}
+    source = policy_source(tool, gate)
+    policy: dict[str, Any] = {"classified_by": source} if source else {}
+    if not write:
+        return policy
     if gate.is_idempotent(tool.name):
         policy["idempotent"] = True
     if tool.hint:

@@ -78,6 +78,9 @@ def reset_context(token: contextvars.Token[ToolContext | None]) -> None:
     _CONTEXT.reset(token)
 
 
+# Where a tool's policy (write, approve, idempotent) came from, when its code did not say.
+CLASSIFIED_BY = ("annotation", "override", "default")
+
 ToolFn = Callable[..., "Result | str | Awaitable[Result | str]"]
 
 
@@ -92,7 +95,16 @@ class Tool:
     ``write`` (it has side effects), ``approve`` (a human must approve each call; None: the
     same as ``write``), ``idempotent`` (a write the external system deduplicates on the
     step's idempotency key, so an unfinished one is simply run again) and ``hint`` (where a
-    human can check whether an unfinished write happened, shown when reconciling)."""
+    human can check whether an unfinished write happened, shown when reconciling).
+
+    ``classified_by`` says where that policy came from when the code did not declare it: one
+    of :data:`CLASSIFIED_BY` ("annotation": the server's annotations, "override": the
+    caller's overrides, "default": nothing trusted was said); "" for a tool whose policy is
+    its own code's. It is recorded with each call and shown wherever the class is. ``origin``
+    names where the tool comes from in messages (``MCP server 'tickets'``, ``function
+    helpdesk.create_ticket``; "": its function's name). ``about`` is shown to the human next
+    to the class and never used by the gate (an MCP tool's title and whether it reaches an
+    open world)."""
 
     name: str
     description: str = ""
@@ -102,6 +114,9 @@ class Tool:
     approve: bool | None = None
     idempotent: bool = False
     hint: str = ""
+    classified_by: str = ""
+    origin: str = ""
+    about: str = ""
     _ctx_param: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -110,6 +125,11 @@ class Tool:
                 f"tool {self.name!r}: idempotent applies to writes (a read is always run "
                 "again); declare it write=True, idempotent=True"
             )
+        if self.classified_by not in ("", *CLASSIFIED_BY):
+            raise ValueError(
+                f"tool {self.name!r}: classified_by is one of {', '.join(CLASSIFIED_BY)}, "
+                f"or empty for a policy declared in code; not {self.classified_by!r}"
+            )
         if self.fn is not None:
             object.__setattr__(self, "_ctx_param", context_parameter(self.fn))
 
@@ -117,6 +137,15 @@ class Tool:
     def needs_approval(self) -> bool:
         """Whether each call waits for a human (``approve``, else ``write``)."""
         return self.write if self.approve is None else self.approve
+
+    def describe_origin(self) -> str:
+        """Where the tool comes from, for a message: its ``origin``, else its function."""
+        if self.origin:
+            return self.origin
+        fn = self.fn
+        where = getattr(fn, "__qualname__", None) or type(fn).__name__
+        module = getattr(fn, "__module__", None)
+        return f"function {module}.{where}" if module else f"function {where}"
 
     async def call(self, arguments: dict[str, Any]) -> Result:
         """Run the tool. Sync tools run in a thread so a slow one never stalls the event loop."""

@@ -154,6 +154,7 @@ def _build(
         approve=approve,
         idempotent=idempotent,
         hint=hint,
+        origin=f"function {fn.__module__}.{fn.__qualname__}",
     )
 
 

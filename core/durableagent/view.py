@@ -61,6 +61,10 @@ class StepView:
     idempotent: bool = False  # a write that re-runs on its own (its latest start says so)
     hint: str = ""  # a write's: where a human checks whether it happened (journal text)
     model: str | None = None  # for a model step: the model that answered, as reported
+    # for a tool step whose class its code did not declare: where the class came from
+    # ("annotation", "override", "default", or "gate" when a hand-written PolicyGate
+    # overruled it; journal text), as its latest start recorded it
+    classified_by: str = ""
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,7 @@ def view_run(
             write=index.is_write(n),
             idempotent=index.is_idempotent(n),
             hint=_hint(index.started.get(n)),
+            classified_by=_started_text(index.started.get(n), "classified_by"),
             started=n in index.started,
             completed="completed_at" in s,
             result=s.get("result"),
@@ -234,10 +239,14 @@ def _message(d: Any) -> Message | None:
 
 
 def _hint(started: Record | None) -> str:
-    hint = (
-        started.data.get("hint") if started is not None and isinstance(started.data, dict) else None
-    )
-    return hint if isinstance(hint, str) else ""
+    return _started_text(started, "hint")
+
+
+def _started_text(started: Record | None, key: str) -> str:
+    """A text member of a step.started record's data (journal text: anything else is "")."""
+    data = started.data if started is not None else None
+    value = data.get(key) if isinstance(data, dict) else None
+    return value if isinstance(value, str) else ""
 
 
 def _usage(data: Any) -> tuple[Tokens | None, str | None]:

@@ -32,6 +32,7 @@ from .errors import (
 )
 from .fold import RunStatus, Summary
 from .gate import PolicyGate
+from .holder import Holder, Source, is_lost
 from .journal import steps_still_running
 from .loop import AgentConfig
 from .run import Config, run
@@ -152,11 +153,17 @@ class Worker:
     ``agentrun retry RUN``. ``rescan`` (s) is the safety-net full look; ``grace`` (s) is how
     long in-flight steps may take to finish and record once ``stop`` is set; ``owner`` names
     this worker in leases and attempts (default ``host:pid``).
+
+    ``agent`` may also be an async context manager that yields the Agent, or a function
+    returning one: that is how an agent holds the connections its tools use (MCP servers:
+    see ``mcp_tools``). ``serve()`` enters it in a task of its own and leaves it when it has
+    stopped; given a function, it connects again (after ``backoff``) when the connection is
+    gone, starting no run meanwhile (see ``holder.py``).
     """
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | Source[Agent],
         store: Store,
         *,
         concurrency: int = 4,
@@ -174,7 +181,12 @@ class Worker:
             raise ValueError("max_attempts must be at least 1")
         if backoff < 0 or max_backoff < 0 or grace < 0 or rescan <= 0:
             raise ValueError("backoff, max_backoff and grace must be >= 0, rescan > 0")
-        self.agent = agent
+        self._agent = agent if isinstance(agent, Agent) else None
+        self._holder = None
+        if not isinstance(agent, Agent):
+            self._holder = Holder(
+                agent, check=_agent, changed=self.poke, backoff=backoff, max_backoff=max_backoff
+            )
         self.store = store
         self.concurrency = concurrency
         self.max_attempts = max_attempts
@@ -203,6 +215,21 @@ class Worker:
     async def serve(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop gracefully: no new run or step starts, steps in
         flight get ``grace`` seconds to record their results, the rest are cancelled."""
+        if self._holder is None:
+            await self._serve(stop)
+            return
+        try:
+            await self._holder.start()  # AgentStartError: nothing has run
+            await self._serve(stop)
+        finally:
+            await self._holder.close()
+
+    @property
+    def agent(self) -> Agent | None:
+        """The Agent runs start with now (None while an agent to enter is not connected)."""
+        return self._agent if self._holder is None else self._holder.value
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         self._stopping = False
         self._wake = asyncio.Event()
         self._scan_all = True
@@ -330,6 +357,8 @@ class Worker:
                         wait, self._due, run_id
                     )
                 return
+        if self.agent is None:
+            return  # not connected: every run is looked at again once it is
         if len(self._running) >= self.concurrency:
             self._backlog.add(run_id)  # looked at again when a slot frees
             return
@@ -346,7 +375,11 @@ class Worker:
     # -- executing -----------------------------------------------------------------------
 
     async def _execute(self, run_id: str) -> None:
-        config = Config(self.agent.config, self.agent.gate, self.store)
+        agent = self.agent
+        if agent is None:  # lost its connection since: looked at again once it is back
+            self._running.pop(run_id, None)
+            return
+        config = Config(agent.config, agent.gate, self.store)
         again = True  # look at the run again at once when this attempt ends
         try:
             outcome = await run(config, run_id, None, stop=lambda: self._stopping, owner=self.owner)
@@ -371,6 +404,8 @@ class Worker:
             log.warning("run %s cancelled after the grace period", run_id)
             raise
         except Exception as e:
+            if self._holder is not None and is_lost(e):
+                self._holder.lost(e)
             await asyncio.to_thread(self._count_failure, run_id, e)
         else:
             log.info("run %s: %s", run_id, outcome.status)
@@ -443,6 +478,12 @@ class Worker:
                     handler.flush()
             sys.stderr.flush()
             os._exit(EXIT_STEPS_ABANDONED)
+
+
+def _agent(value: object) -> Agent:
+    if not isinstance(value, Agent):
+        raise TypeError(f"the agent's context yielded {type(value).__name__}, not an Agent")
+    return value
 
 
 class WorkerThread:

@@ -96,6 +96,7 @@ def view_dict(
                 "write": s.write,
                 "idempotent": s.idempotent,
                 "hint": s.hint,
+                "classified_by": s.classified_by,
                 "started": s.started,
                 "completed": s.completed,
                 "result": s.result,
@@ -239,9 +240,11 @@ def _describe(r: Record) -> str:
         first = msgs[0].get("content", "") if msgs and isinstance(msgs[0], dict) else ""
         return f"input: {one_line(first)}"
     if r.type == STEP_STARTED:
+        source = data.get("classified_by")
+        by = f" (class from {clean(source)})" if isinstance(source, str) and source else ""
         if data.get("write") is not True:
-            return ""
-        return "write, idempotent" if data.get("idempotent") is True else "write"
+            return f"read{by}" if by else ""
+        return ("write, idempotent" if data.get("idempotent") is True else "write") + by
     if r.type == STEP_COMPLETED:
         if r.kind == "model":
             calls = data.get("tool_calls") or []
@@ -383,6 +386,8 @@ def _next_steps(store: Store, view: RunView) -> None:
         for p in view.pending:
             print(f"  marker     {clean(p.marker)}")
             print(f"  tool       {clean(p.tool)}")
+            if p.policy:
+                print(f"  class      {one_line(p.policy, 200)}")
             print(f"  arguments  {args_text(p.arguments)}")
             print()
         print(f"approve:  agentrun approve {run} MARKER   (or --all)")
@@ -390,6 +395,8 @@ def _next_steps(store: Store, view: RunView) -> None:
     elif view.status == RunStatus.INDETERMINATE and view.indeterminate is not None:
         s = view.indeterminate
         print(f"indeterminate: write step {clean(s.name)} started and never recorded a result")
+        if s.classified_by:
+            print(f"  class      write, class from {clean(s.classified_by)}")
         if s.call is not None:
             print(f"  tool       {clean(s.call.name)}")
             print(f"  arguments  {args_text(s.call.arguments)}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import importlib
 import inspect
 import logging
@@ -22,7 +23,11 @@ from .runs import cmd_ls
 
 def load_agent(spec: str, root: Path) -> Any:
     """``module:attr`` → an Agent. ``attr`` is an Agent, or a function returning one, called
-    with no arguments or with the store's path."""
+    with no arguments or with the store's path. The function may instead return an async
+    context manager that yields the Agent (an ``@asynccontextmanager``): the worker enters it
+    on its event loop and leaves it when it stops, so the agent's MCP connections live as
+    long as the worker serves; it is then returned as a function making a fresh one, which
+    the worker calls again to connect again when a connection is gone."""
     from ..worker import Agent
 
     module_name, _, attr = spec.partition(":")
@@ -41,15 +46,24 @@ def load_agent(spec: str, root: Path) -> Any:
             obj = getattr(obj, part)
         except AttributeError:
             raise Refused(f"module {module_name!r} has no attribute {attr!r}") from None
-    if not isinstance(obj, Agent) and callable(obj):
-        params = inspect.signature(obj).parameters
-        obj = obj(root) if params else obj()
-    if not isinstance(obj, Agent):
+    if not isinstance(obj, Agent) and not _enterable(obj) and callable(obj):
+        fn = obj
+        params = inspect.signature(fn).parameters
+        obj = fn(root) if params else fn()
+        if _enterable(obj):
+            # The worker calls it again for a fresh context when the connection is gone.
+            fresh = [obj]
+            return lambda: fresh.pop() if fresh else (fn(root) if params else fn())
+    if not isinstance(obj, Agent) and not _enterable(obj):
         raise Refused(
             f"{spec} is {type(obj).__name__}, not a durableagent.Agent (or a function "
-            "returning one)"
+            "returning one, or an async context manager yielding one)"
         )
     return obj
+
+
+def _enterable(obj: object) -> bool:
+    return hasattr(obj, "__aenter__") and hasattr(obj, "__aexit__")
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -153,7 +167,7 @@ def cmd_web(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Build (or reuse) the demo store, start a worker for it and open the TUI."""
-    from ..demo import build_demo_store, demo_agent, is_demo_store
+    from ..demo import build_demo_store, demo_agent, demo_hints, is_demo_store
     from ..worker import Worker, WorkerThread
 
     root = Path(args.store if args.store is not None else DEFAULT_DEMO_STORE)
@@ -179,15 +193,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
         args.store = str(root)
         return cmd_ls(args)
     run_tui = _run_tui()
-    # The TUI owns the terminal: the worker's log must not write over it.
-    worker_log = logging.getLogger("durableagent.worker")
-    worker_log.addHandler(logging.NullHandler())
-    worker_log.propagate = False
-    agent = demo_agent(root)
-    hints = {t.name: t.hint for t in agent.config.tools if t.hint}
+    # The TUI owns the terminal: the worker's log (and the demo's, and the MCP client's)
+    # must not write over it.
+    for name in ("durableagent.worker", "durableagent.demo", "durableagent.mcp", "mcp"):
+        quiet = logging.getLogger(name)
+        quiet.addHandler(logging.NullHandler())
+        quiet.propagate = False
+    # A function making the agent: the worker enters it (starting the demo's MCP ticket
+    # server) on its own loop, and again should the server's connection be lost.
+    agent = functools.partial(demo_agent, root)
     thread = WorkerThread(Worker(agent, store, backoff=2.0, grace=5.0, rescan=2.0)).start()
     try:
-        return int(run_tui(store, hints=hints))
+        return int(run_tui(store, hints=demo_hints(root)))
     finally:
         if not thread.stop():
             print("agentrun demo: the worker did not stop in time", file=sys.stderr)
@@ -204,7 +221,9 @@ def register(sub: Any, parents: Parents) -> None:
             "Resume every ready run of the store and retry failed ones, watching the store "
             "for submissions and signals. MODULE:ATTR names a durableagent.Agent, or a "
             "function returning one (called with the store's path when it takes an "
-            "argument); the current directory is searched first. SIGINT/SIGTERM stop it "
+            "argument) or returning an async context manager that yields one (entered for as "
+            "long as the worker serves: how an agent holds its MCP connections); the current "
+            "directory is searched first. SIGINT/SIGTERM stop it "
             "gracefully: no new step starts, steps in flight get --grace seconds."
         ),
     )

@@ -27,9 +27,12 @@ from ..summaries import pretty
 from .base import Act, ActingDialog, action_button, fit_heights, login_name, steady
 
 
-def call_option(tool: str, step: str, arguments: object) -> Group:
-    """A call as the human judges it: the tool, its step, and its arguments whole."""
+def call_option(tool: str, step: str, arguments: object, policy: str = "") -> Group:
+    """A call as the human judges it: the tool, its step, its class and where that came from
+    (an MCP tool's ``Pending.policy``; journal text, never markup), and its arguments whole."""
     head = Text.assemble((tool, "bold"), "  ", (step, "dim"))
+    if policy:
+        return Group(head, Text(policy, style="italic"), Text(pretty(arguments)))
     return Group(head, Text(pretty(arguments)))
 
 
@@ -69,7 +72,7 @@ class ApproveDialog(ActingDialog):
             )
             yield OptionList(
                 *(
-                    Option(call_option(p.tool, p.step, p.arguments), id=p.marker)
+                    Option(call_option(p.tool, p.step, p.arguments, p.policy), id=p.marker)
                     for p in view.pending
                 ),
                 id="calls",
