@@ -12,11 +12,8 @@ import asyncio
 import fcntl
 import json
 import os
-import socket
-import stat
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -27,16 +24,17 @@ from ..errors import (
     DurabilityError,
     DurableAgentError,
     LeaseLostError,
-    RunBusyError,
     RunConflictError,
     StoreError,
 )
-from ..fold import Fold, Summary, corrupt_summary, summarize
+from ..fold import Summary
 from ..ids import check_run_id, valid_run_id
 from ..outcome import Outcome
 from ..record import LineError, Record, encode_line, line_seq
 from . import file_logs
-from .file_logs import ATTEMPTS_DIR, SummaryIndex, fields, row_of, summary_of
+from .file_leases import LEASES_DIR, FileLease, LeaseKeeper
+from .file_logs import ATTEMPTS_DIR, OUTCOMES_DIR
+from .file_summaries import SummaryKeeper, journal_stamp
 from .fs import (
     O_READ,
     O_WRITE,
@@ -48,87 +46,11 @@ from .fs import (
     write_all,
 )
 from .lines import parse_lines, split_journal
-from .protocol import STOPPED, Attempt, Check, Lease, default_owner
+from .protocol import Attempt, Check, Lease, default_owner
 
-LEASES_DIR = ".leases"
-OUTCOMES_DIR = ".outcomes"  # written by earlier versions; read when no attempt says
 WORKER_DIR = ".worker"
 DEFAULT_TTL = 30.0
-_FOLDS = 4096  # runs whose fold this process keeps, to update summaries without a reload
-
-
-class FileLease:
-    """A held FileStore lease: the flock on ``.leases/<run>.lock``, a file that exists only
-    while held. Renewing touches its mtime; a holder that stops renewing for ``ttl`` seconds
-    (paused, hung) can be broken: its file is replaced, and from then on its appends and
-    renewals find another file there and raise LeaseLostError."""
-
-    def __init__(
-        self, store: FileStore, run_id: str, owner: str, epoch: int, fd: int, ttl: float
-    ) -> None:
-        self.run_id = run_id
-        self.owner = owner
-        self.epoch = epoch
-        self.ttl = ttl
-        self.path = f"{store.root}/{LEASES_DIR}/{run_id}.lock"
-        self._store = store
-        self._fd: int | None = fd
-        st = os.fstat(fd)
-        self._id = (st.st_dev, st.st_ino)
-        self.kept = False
-        self.ended = False  # an outcome (or a stop) was recorded for this attempt
-        self._lost = False
-        self._renewed = time.monotonic()
-
-    def __repr__(self) -> str:
-        return f"FileLease({self.run_id!r}, owner={self.owner!r}, epoch={self.epoch})"
-
-    @property
-    def lost(self) -> bool:
-        """Taken over, or not renewed within its ttl (another runner may take it soon)."""
-        return self._lost or time.monotonic() - self._renewed > self.ttl
-
-    def current(self) -> bool:
-        """True while the lock file at the lease's path is still the one this lease holds."""
-        try:
-            st = os.stat(self.path, follow_symlinks=False)
-        except OSError:
-            return False
-        return (st.st_dev, st.st_ino) == self._id and self._fd is not None
-
-    def check(self) -> None:
-        """Raise LeaseLostError unless the lease is still current."""
-        if self._lost or not self.current():
-            self._lost = True
-            raise LeaseLostError(self.run_id, self.epoch, "its lock file was replaced")
-
-    def renew(self) -> None:
-        self.check()
-        assert self._fd is not None
-        with suppress(OSError):
-            os.utime(self._fd)
-        self._renewed = time.monotonic()
-
-    def keep_until(self, step: asyncio.Future[Any]) -> None:
-        self.kept = True
-        step.add_done_callback(lambda _: self.release())
-
-    def release(self) -> None:
-        """Free the lease (idempotent). A lost lease is only closed: the file at its path is
-        the new holder's."""
-        fd, self._fd = self._fd, None
-        if fd is None:
-            return
-        try:
-            if not self._lost and not self.ended:
-                self._store._end_attempt(self, STOPPED, None)
-            st = os.stat(self.path, follow_symlinks=False)
-            if (st.st_dev, st.st_ino) == self._id:
-                os.unlink(self.path)  # while still locked: an acquirer re-checks the file
-        except (OSError, DurableAgentError):
-            pass
-        finally:
-            os.close(fd)
+_MARKS = 4096  # runs whose last append this process remembers
 
 
 class FileStore:
@@ -165,10 +87,8 @@ class FileStore:
         self.lease_ttl = lease_ttl
         self.dir = StoreDir(self.root)
         self._prefix = self.dir.prefix  # str paths: pathlib costs µs per append
-        self._index = SummaryIndex(self.dir)
-        # run -> ((journal size, attempts log size), its fold, its last outcome)
-        self._folds: OrderedDict[str, tuple[tuple[int, int], Fold, Outcome | None]] = OrderedDict()
-        self._folds_lock = threading.Lock()
+        self.keeper = SummaryKeeper(self)
+        self.leases = LeaseKeeper(self)
         self._tails: dict[str, tuple[int, int, int]] = {}  # load_since: run -> (seq, offset, ino)
         self._marks: dict[str, tuple[int, int, int]] = {}  # append: run -> (seq, offset, ino)
 
@@ -189,7 +109,7 @@ class FileStore:
 
     def close(self) -> None:
         """Close the summary index's files (every other file is opened per call)."""
-        self._index.close()
+        self.keeper.index.close()
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -283,8 +203,8 @@ class FileStore:
             line = _encode(record, 1)
             if self._create(path, line):
                 stored = _stored(record, 1)
-                stamp = self._stamps([run_id]).get(run_id, "")
-                self._note_append(run_id, stored, stamp, [])
+                stamp = self.keeper.stamps([run_id]).get(run_id, "")
+                self.keeper.note_append(run_id, stored, stamp, [])
                 return stored
             # Another process created the journal meanwhile: append to it as usual.
         try:
@@ -325,9 +245,11 @@ class FileStore:
                     ) from None
             stored = _stored(record, last + 1)
             self._marks[run_id] = (last + 1, good + len(line), st.st_ino)
-            if len(self._marks) > _FOLDS:
+            if len(self._marks) > _MARKS:
                 self._marks.pop(next(iter(self._marks)))
-            self._note_append(run_id, stored, _stamp(os.fstat(fd)), records, before=good)
+            self.keeper.note_append(
+                run_id, stored, journal_stamp(os.fstat(fd)), records, before=good
+            )
         finally:
             os.close(fd)
         return stored
@@ -408,261 +330,31 @@ class FileStore:
                 raise CorruptJournalError(run_id, lineno, str(e)) from None
             return keep, seq, newline
 
-    # -- summaries ---------------------------------------------------------------------------
-
-    def _note_append(
-        self,
-        run_id: str,
-        stored: Record,
-        stamp: str,
-        records: list[Record] | None,
-        *,
-        before: int = 0,
-    ) -> None:
-        """Keep the run's summary row up to date (under the journal's lock). Derived data:
-        a failure here never fails the append; the row is rebuilt when found behind."""
-        with suppress(OSError, DurableAgentError, ValueError):
-            attempts = self._attempts_size(run_id)
-            with self._folds_lock:
-                cached = self._folds.pop(run_id, None)
-            if cached is not None and cached[0] == (before, attempts):
-                f, outcome = cached[1], cached[2]
-                f.add(stored)
-            else:
-                f = Fold()
-                for r in [*records, stored] if records is not None else self.load(run_id):
-                    f.add(r)
-                outcome = self.last_outcome(run_id)
-            self._remember(run_id, (_size(stamp), attempts), f, outcome)
-            self._index.add([row_of(summarize(run_id, f, outcome), stamp)])
-
-    def _remember(
-        self, run_id: str, key: tuple[int, int], f: Fold, outcome: Outcome | None
-    ) -> None:
-        with self._folds_lock:
-            self._folds[run_id] = (key, f, outcome)
-            while len(self._folds) > _FOLDS:
-                self._folds.popitem(last=False)
-
-    def _attempts_size(self, run_id: str) -> int:
-        try:
-            return os.stat(
-                f"{self._prefix}{ATTEMPTS_DIR}/{run_id}.jsonl", follow_symlinks=False
-            ).st_size
-        except OSError:
-            return 0
+    # -- summaries (stores/file_summaries.py) ---------------------------------------------------
 
     def summaries(self) -> list[Summary]:
-        """Every run's status line. Reads the index, one directory listing and the held
-        leases; rebuilds (and re-indexes) only the runs whose row is missing or behind."""
-        rows, count = self._index.read()
-        listed = rows.pop(file_logs.LISTING, None)
-        # The root's mtime moves only when a journal is created or removed (appends do not):
-        # unchanged since the last full listing, the index already names every run.
-        root_mtime = os.stat(self.root).st_mtime_ns
-        fresh = []
-        if listed is not None and listed[1] == file_logs.stamp_of(root_mtime, 0):
-            journals = {i: file_logs.is_regular(line) for i, line in rows.items()}
-        else:
-            journals = self._journal_names()
-            fresh.append(file_logs.listing_row(root_mtime))
-        # A completed run's journal never changes again (signals are refused, run() returns
-        # its answer): its row needs no stat. Every other row is checked against its journal.
-        unsettled = [
-            i
-            for i, regular in journals.items()
-            if not regular or (line := rows.get(i)) is None or fields(line)[1] != "completed"
-        ]
-        with_attempts: set[str] | None = None
-        for run_id, stamp in self._stamps(unsettled).items():
-            line = rows.get(run_id)
-            if line is None or fields(line)[0] != stamp:
-                if with_attempts is None:  # one listing, not a failed open per new run
-                    with_attempts = set(self.dir.listing(ATTEMPTS_DIR, ".jsonl"))
-                    with_attempts |= set(self.dir.listing(OUTCOMES_DIR, ".json"))
-                row = self._rebuild(run_id, stamp, run_id in with_attempts)
-                rows[run_id] = file_logs.joined(row)
-                fresh.append(row)
-        if fresh:
-            with suppress(OSError, DurableAgentError):
-                self._index.add(fresh)
-        if count + len(fresh) > 2 * len(journals) + 1024:
-            with suppress(OSError, DurableAgentError):
-                self._index.compact()
-        held = self._held_leases()
-        return [summary_of(rows[i].split("\t"), i in held) for i in sorted(journals) if i in rows]
+        """Every run's status line. Reads the index, one directory listing (none when the
+        root did not change) and the held leases; rebuilds (and re-indexes) only the runs
+        whose row is missing or behind."""
+        return self.keeper.summaries()
 
     def summary(self, run_id: str) -> Summary | None:
         """One run's status line (from its journal: a single run is cheap to fold)."""
-        check_run_id(run_id)
-        stamp = self._stamps([run_id]).get(run_id)
-        if stamp is None:
-            return None
-        return summary_of(self._rebuild(run_id, stamp), self.is_leased(run_id))
+        return self.keeper.summary(run_id)
 
-    def _rebuild(self, run_id: str, stamp: str, attempts: bool = True) -> file_logs.Row:
-        """A fresh index row for the run, from its journal (``attempts``: whether it may
-        have an attempt log to read its last outcome from)."""
-        if stamp == _IRREGULAR:
-            return _corrupt_row(run_id, stamp, self._why_not_regular(run_id))
-        try:
-            records = self.load(run_id)
-        except DurableAgentError as e:
-            return _corrupt_row(run_id, stamp, str(e))
-        f = Fold()
-        for r in records:
-            f.add(r)
-        outcome = self.last_outcome(run_id) if attempts else None
-        self._remember(run_id, (_size(stamp), self._attempts_size(run_id)), f, outcome)
-        return row_of(summarize(run_id, f, outcome), stamp)
-
-    def _journal_names(self) -> dict[str, bool]:
-        """``{run: whether its journal is a regular file}`` (one listing, no stat)."""
-        out: dict[str, bool] = {}
-        try:
-            with os.scandir(self.root) as entries:
-                for e in entries:
-                    name = e.name
-                    if name.endswith(".jsonl") and valid_run_id(run_id := name[:-6]):
-                        out[run_id] = e.is_file(follow_symlinks=False)
-        except FileNotFoundError:
-            return {}
-        except OSError as e:
-            raise StoreError(f"cannot list the store {self.root}: {e.strerror}") from None
-        return out
-
-    def _stamps(self, run_ids: list[str]) -> dict[str, str]:
-        """``{run: "size:mtime_ns"}`` (the journal's stamp), "-1:0" for one that is not a regular
-        file; a journal gone meanwhile is left out."""
-        out: dict[str, str] = {}
-        prefix = self._prefix
-        for run_id in run_ids:
-            try:
-                st = os.stat(f"{prefix}{run_id}.jsonl", follow_symlinks=False)
-            except OSError:
-                continue
-            out[run_id] = _stamp(st) if stat.S_ISREG(st.st_mode) else _IRREGULAR
-        return out
-
-    def _why_not_regular(self, run_id: str) -> str:
-        try:
-            fd = self.dir.open_regular(self._journal(run_id), O_READ)
-        except FileNotFoundError:
-            return "the journal disappeared"
-        except StoreError as e:
-            return str(e)
-        os.close(fd)
-        return "not a regular file"
-
-    # -- leases ------------------------------------------------------------------------------
+    # -- leases (stores/file_leases.py) --------------------------------------------------------
 
     @contextmanager
     def lease(self, run_id: str, *, owner: str | None = None) -> Iterator[FileLease]:
         """Hold the run's lease while executing it; each acquisition begins an attempt.
         Raises RunBusyError at once when anyone (another process, or another lease() in this
         one) holds it. Not re-entrant."""
-        lease = self._acquire(check_run_id(run_id), owner or default_owner())
+        lease = self.leases.acquire(check_run_id(run_id), owner or default_owner())
         try:
             yield lease
         finally:
             if not lease.kept:
                 lease.release()
-
-    def _acquire(self, run_id: str, owner: str) -> FileLease:
-        name = f"{run_id}.lock"
-        with self.dir.folder(LEASES_DIR, create=True) as dfd:
-            assert dfd is not None
-            for attempt in range(8):
-                try:
-                    fd = self.dir.open_regular(name, O_WRITE | os.O_CREAT, dir_fd=dfd)
-                except FileNotFoundError as e:
-                    raise self.dir.open_error(f"{self.root}/{LEASES_DIR}/{name}", e) from None
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    holder = _holder(fd)
-                    stale = self._stale(fd, holder)
-                    os.close(fd)
-                    if stale:
-                        self._break(run_id, dfd, name, holder)
-                        continue
-                    if attempt < 2:  # a supervisor's is_leased() probe holds it for µs
-                        time.sleep(0.002)
-                        continue
-                    raise RunBusyError(run_id, _holder_text(holder)) from None
-                if not _same_file(fd, name, dfd):
-                    os.close(fd)  # released and removed by its holder meanwhile: again
-                    continue
-                return self._begin(run_id, owner, fd)
-        raise RunBusyError(run_id, "its lease keeps changing hands")
-
-    def _begin(self, run_id: str, owner: str, fd: int) -> FileLease:
-        """The lease is ours: give it the next epoch and log the attempt's start."""
-        try:
-            log = self.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")
-            epoch = file_logs.next_epoch(log)
-            now = time.time()
-            holder = {
-                "owner": owner,
-                "epoch": epoch,
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "since": now,
-                "ttl": self.lease_ttl,
-            }
-            os.ftruncate(fd, 0)
-            write_all(fd, json.dumps(holder).encode())
-            first = self._next_seq(run_id)
-            self.dir.append_line(
-                ATTEMPTS_DIR,
-                f"{run_id}.jsonl",
-                file_logs.begin_line(epoch, owner, now, first),
-                sync=False,
-            )
-        except (OSError, DurableAgentError) as e:
-            with suppress(OSError):
-                os.unlink(f"{self.root}/{LEASES_DIR}/{run_id}.lock")
-            os.close(fd)
-            why = e.strerror if isinstance(e, OSError) else str(e)
-            raise StoreError(
-                f"cannot take the lease of run {run_id!r} in {self.root}: {why}"
-            ) from None
-        return FileLease(self, run_id, owner, epoch, fd, self.lease_ttl)
-
-    def _next_seq(self, run_id: str) -> int:
-        try:
-            fd = self.dir.open_regular(self._journal(run_id), O_READ)
-        except FileNotFoundError:
-            return 1
-        try:
-            return self._last_seq(run_id, fd, os.fstat(fd).st_size)[1] + 1
-        finally:
-            os.close(fd)
-
-    def _stale(self, fd: int, holder: dict[str, Any]) -> bool:
-        """The holder stopped renewing (its file's mtime) for longer than its ttl."""
-        try:
-            ttl = float(holder.get("ttl") or self.lease_ttl)
-            return time.time() - os.fstat(fd).st_mtime > ttl
-        except (OSError, TypeError, ValueError):
-            return False
-
-    def _break(self, run_id: str, dfd: int, name: str, holder: dict[str, Any]) -> None:
-        """Take a stale lease from a holder that stopped renewing: remove its file, under the
-        journal's lock so that none of its appends is in flight. Its next append or renewal
-        finds another file and raises LeaseLostError."""
-        lock = self._journal_lock(run_id)
-        try:
-            with suppress(FileNotFoundError):
-                fd = os.open(name, O_READ, dir_fd=dfd)
-                try:
-                    if _holder(fd) == holder and self._stale(fd, holder):
-                        os.unlink(name, dir_fd=dfd)
-                finally:
-                    os.close(fd)
-        finally:
-            if lock is not None:
-                os.close(lock)
 
     def _journal_lock(self, run_id: str) -> int | None:
         try:
@@ -674,43 +366,11 @@ class FileStore:
 
     def is_leased(self, run_id: str) -> bool:
         """True while anyone holds the run's lease."""
-        return self._probe(check_run_id(run_id)) is not None
-
-    def _probe(self, run_id: str) -> dict[str, Any] | None:
-        """The holder of a held lease, else None. A lock file left by a holder that died is
-        removed on the way (safely: acquirers re-check the file they locked). A holder that
-        stopped renewing past its ttl (paused, hung) holds nothing: the next lease() takes
-        the run over, so the run is not shown as running (as in every store)."""
-        name = f"{run_id}.lock"
-        try:
-            with self.dir.folder(LEASES_DIR, create=False) as dfd:
-                if dfd is None:
-                    return None
-                fd = self.dir.open_regular(name, O_READ, dir_fd=dfd)
-                try:
-                    try:
-                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    except BlockingIOError:
-                        holder = _holder(fd)
-                        return None if self._stale(fd, holder) else holder or {"owner": "?"}
-                    if _same_file(fd, name, dfd):
-                        os.unlink(name, dir_fd=dfd)
-                    return None
-                finally:
-                    os.close(fd)
-        except (OSError, StoreError):
-            return None  # no lock file, or one no runner could have taken
+        return self.leases.probe(check_run_id(run_id)) is not None
 
     def lease_holder(self, run_id: str) -> dict[str, Any] | None:
         """Who holds the lease (owner, epoch, pid, host, since), or None when it is free."""
-        return self._probe(check_run_id(run_id))
-
-    def _held_leases(self) -> set[str]:
-        try:
-            names = self.dir.listing(LEASES_DIR, ".lock")
-        except (OSError, StoreError):
-            return set()
-        return {n for n in names if valid_run_id(n) and self._probe(n) is not None}
+        return self.leases.probe(check_run_id(run_id))
 
     # -- attempts and outcomes ---------------------------------------------------------------
 
@@ -735,10 +395,10 @@ class FileStore:
         lock = self._journal_lock(run_id)  # a summary row must not race a signal's
         try:
             self.dir.append_line(ATTEMPTS_DIR, f"{run_id}.jsonl", line, sync=True)
-            stamp = self._stamps([run_id]).get(run_id)
+            stamp = self.keeper.stamps([run_id]).get(run_id)
             if stamp is not None and lock is not None:
                 with suppress(OSError, DurableAgentError):
-                    self._index.add([self._rebuild(run_id, stamp)])
+                    self.keeper.index.add([self.keeper.rebuild(run_id, stamp)])
         finally:
             if lock is not None:
                 os.close(lock)
@@ -766,7 +426,7 @@ class FileStore:
             data = self.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")
         except StoreError:
             return []
-        holder = self._probe(run_id)
+        holder = self.leases.probe(run_id)
         epoch = holder.get("epoch") if holder else None
         return file_logs.read_attempts(data, epoch if isinstance(epoch, int) else None)
 
@@ -892,39 +552,4 @@ def _fence(lease: Lease | None) -> None:
         raise LeaseLostError(lease.run_id, lease.epoch)
 
 
-def _corrupt_row(run_id: str, stamp: str, error: str) -> file_logs.Row:
-    return row_of(corrupt_summary(run_id, error), stamp)
-
-
-def _stamp(st: os.stat_result) -> str:
-    return file_logs.stamp_of(st.st_size, st.st_mtime_ns)
-
-
 _IRREGULAR = file_logs.stamp_of(-1, 0)
-
-
-def _size(stamp: str) -> int:
-    return int(stamp.partition(":")[0] or 0)
-
-
-def _same_file(fd: int, name: str, dfd: int) -> bool:
-    """True when ``name`` in the folder ``dfd`` is still the file ``fd`` has open."""
-    try:
-        a, b = os.fstat(fd), os.stat(name, dir_fd=dfd, follow_symlinks=False)
-    except OSError:
-        return False
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-def _holder(fd: int) -> dict[str, Any]:
-    try:
-        h = json.loads(os.pread(fd, 4096, 0))
-    except (OSError, ValueError):
-        return {}
-    return h if isinstance(h, dict) else {}
-
-
-def _holder_text(holder: dict[str, Any]) -> str:
-    if "pid" in holder and "host" in holder:
-        return f"{holder.get('owner') or 'pid'} (pid {holder['pid']} on {holder['host']})"
-    return ""

@@ -27,6 +27,7 @@ from .fs import O_READ, O_WRITE, StoreDir, pread_all, replace_in, write_all
 from .protocol import LOST, Attempt
 
 ATTEMPTS_DIR = ".attempts"
+OUTCOMES_DIR = ".outcomes"  # written by earlier versions; read when no attempt says
 SUMMARIES_DIR = ".summaries"
 _INDEX = "index.jsonl"
 _LOCK = "lock"

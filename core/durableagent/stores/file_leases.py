@@ -1,0 +1,264 @@
+"""FileStore leases: a flock'ed ``.leases/<run>.lock`` that exists only while held, renewed by
+its mtime, broken when its holder stopped renewing past its ttl, and fenced: a holder whose
+file was replaced can never append again.
+
+Each acquisition takes the next epoch (one more than the run's attempt log has seen) and logs
+the attempt's start; an attempt that never says how it ended is ``lost``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import json
+import os
+import socket
+import time
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any
+
+from ..errors import DurableAgentError, LeaseLostError, RunBusyError, StoreError
+from ..ids import valid_run_id
+from . import file_logs
+from .file_logs import ATTEMPTS_DIR
+from .fs import O_READ, O_WRITE, write_all
+from .protocol import STOPPED
+
+if TYPE_CHECKING:
+    from .file import FileStore
+
+LEASES_DIR = ".leases"
+
+
+class FileLease:
+    """A held FileStore lease: the flock on ``.leases/<run>.lock``, a file that exists only
+    while held. Renewing touches its mtime; a holder that stops renewing for ``ttl`` seconds
+    (paused, hung) can be broken: its file is replaced, and from then on its appends and
+    renewals find another file there and raise LeaseLostError."""
+
+    def __init__(
+        self, store: FileStore, run_id: str, owner: str, epoch: int, fd: int, ttl: float
+    ) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.epoch = epoch
+        self.ttl = ttl
+        self.path = f"{store.root}/{LEASES_DIR}/{run_id}.lock"
+        self._store = store
+        self._fd: int | None = fd
+        st = os.fstat(fd)
+        self._id = (st.st_dev, st.st_ino)
+        self.kept = False
+        self.ended = False  # an outcome (or a stop) was recorded for this attempt
+        self._lost = False
+        self._renewed = time.monotonic()
+
+    def __repr__(self) -> str:
+        return f"FileLease({self.run_id!r}, owner={self.owner!r}, epoch={self.epoch})"
+
+    @property
+    def lost(self) -> bool:
+        """Taken over, or not renewed within its ttl (another runner may take it soon)."""
+        return self._lost or time.monotonic() - self._renewed > self.ttl
+
+    def current(self) -> bool:
+        """True while the lock file at the lease's path is still the one this lease holds."""
+        try:
+            st = os.stat(self.path, follow_symlinks=False)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._id and self._fd is not None
+
+    def check(self) -> None:
+        """Raise LeaseLostError unless the lease is still current."""
+        if self._lost or not self.current():
+            self._lost = True
+            raise LeaseLostError(self.run_id, self.epoch, "its lock file was replaced")
+
+    def renew(self) -> None:
+        self.check()
+        assert self._fd is not None
+        with suppress(OSError):
+            os.utime(self._fd)
+        self._renewed = time.monotonic()
+
+    def keep_until(self, step: asyncio.Future[Any]) -> None:
+        self.kept = True
+        step.add_done_callback(lambda _: self.release())
+
+    def release(self) -> None:
+        """Free the lease (idempotent). A lost lease is only closed: the file at its path is
+        the new holder's."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if not self._lost and not self.ended:
+                self._store._end_attempt(self, STOPPED, None)
+            st = os.stat(self.path, follow_symlinks=False)
+            if (st.st_dev, st.st_ino) == self._id:
+                os.unlink(self.path)  # while still locked: an acquirer re-checks the file
+        except (OSError, DurableAgentError):
+            pass
+        finally:
+            os.close(fd)
+
+
+class LeaseKeeper:
+    """Takes, probes and breaks a FileStore's leases."""
+
+    def __init__(self, store: FileStore) -> None:
+        self.store = store
+
+    def acquire(self, run_id: str, owner: str) -> FileLease:
+        name = f"{run_id}.lock"
+        with self.store.dir.folder(LEASES_DIR, create=True) as dfd:
+            assert dfd is not None
+            for attempt in range(8):
+                try:
+                    fd = self.store.dir.open_regular(name, O_WRITE | os.O_CREAT, dir_fd=dfd)
+                except FileNotFoundError as e:
+                    raise self.store.dir.open_error(
+                        f"{self.store.root}/{LEASES_DIR}/{name}", e
+                    ) from None
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = _holder(fd)
+                    stale = self._stale(fd, holder)
+                    os.close(fd)
+                    if stale:
+                        self._break(run_id, dfd, name, holder)
+                        continue
+                    if attempt < 2:  # a supervisor's is_leased() probe holds it for µs
+                        time.sleep(0.002)
+                        continue
+                    raise RunBusyError(run_id, _holder_text(holder)) from None
+                if not _same_file(fd, name, dfd):
+                    os.close(fd)  # released and removed by its holder meanwhile: again
+                    continue
+                return self._begin(run_id, owner, fd)
+        raise RunBusyError(run_id, "its lease keeps changing hands")
+
+    def _begin(self, run_id: str, owner: str, fd: int) -> FileLease:
+        """The lease is ours: give it the next epoch and log the attempt's start."""
+        try:
+            log = self.store.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")
+            epoch = file_logs.next_epoch(log)
+            now = time.time()
+            holder = {
+                "owner": owner,
+                "epoch": epoch,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "since": now,
+                "ttl": self.store.lease_ttl,
+            }
+            os.ftruncate(fd, 0)
+            write_all(fd, json.dumps(holder).encode())
+            first = self._next_seq(run_id)
+            self.store.dir.append_line(
+                ATTEMPTS_DIR,
+                f"{run_id}.jsonl",
+                file_logs.begin_line(epoch, owner, now, first),
+                sync=False,
+            )
+        except (OSError, DurableAgentError) as e:
+            with suppress(OSError):
+                os.unlink(f"{self.store.root}/{LEASES_DIR}/{run_id}.lock")
+            os.close(fd)
+            why = e.strerror if isinstance(e, OSError) else str(e)
+            raise StoreError(
+                f"cannot take the lease of run {run_id!r} in {self.store.root}: {why}"
+            ) from None
+        return FileLease(self.store, run_id, owner, epoch, fd, self.store.lease_ttl)
+
+    def _next_seq(self, run_id: str) -> int:
+        try:
+            fd = self.store.dir.open_regular(self.store._journal(run_id), O_READ)
+        except FileNotFoundError:
+            return 1
+        try:
+            return self.store._last_seq(run_id, fd, os.fstat(fd).st_size)[1] + 1
+        finally:
+            os.close(fd)
+
+    def _stale(self, fd: int, holder: dict[str, Any]) -> bool:
+        """The holder stopped renewing (its file's mtime) for longer than its ttl."""
+        try:
+            ttl = float(holder.get("ttl") or self.store.lease_ttl)
+            return time.time() - os.fstat(fd).st_mtime > ttl
+        except (OSError, TypeError, ValueError):
+            return False
+
+    def _break(self, run_id: str, dfd: int, name: str, holder: dict[str, Any]) -> None:
+        """Take a stale lease from a holder that stopped renewing: remove its file, under the
+        journal's lock so that none of its appends is in flight. Its next append or renewal
+        finds another file and raises LeaseLostError."""
+        lock = self.store._journal_lock(run_id)
+        try:
+            with suppress(FileNotFoundError):
+                fd = os.open(name, O_READ, dir_fd=dfd)
+                try:
+                    if _holder(fd) == holder and self._stale(fd, holder):
+                        os.unlink(name, dir_fd=dfd)
+                finally:
+                    os.close(fd)
+        finally:
+            if lock is not None:
+                os.close(lock)
+
+    def probe(self, run_id: str) -> dict[str, Any] | None:
+        """The holder of a held lease, else None. A lock file left by a holder that died is
+        removed on the way (safely: acquirers re-check the file they locked). A holder that
+        stopped renewing past its ttl (paused, hung) holds nothing: the next lease() takes
+        the run over, so the run is not shown as running (as in every store)."""
+        name = f"{run_id}.lock"
+        try:
+            with self.store.dir.folder(LEASES_DIR, create=False) as dfd:
+                if dfd is None:
+                    return None
+                fd = self.store.dir.open_regular(name, O_READ, dir_fd=dfd)
+                try:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        holder = _holder(fd)
+                        return None if self._stale(fd, holder) else holder or {"owner": "?"}
+                    if _same_file(fd, name, dfd):
+                        os.unlink(name, dir_fd=dfd)
+                    return None
+                finally:
+                    os.close(fd)
+        except (OSError, StoreError):
+            return None  # no lock file, or one no runner could have taken
+
+    def held(self) -> set[str]:
+        try:
+            names = self.store.dir.listing(LEASES_DIR, ".lock")
+        except (OSError, StoreError):
+            return set()
+        return {n for n in names if valid_run_id(n) and self.probe(n) is not None}
+
+
+def _same_file(fd: int, name: str, dfd: int) -> bool:
+    """True when ``name`` in the folder ``dfd`` is still the file ``fd`` has open."""
+    try:
+        a, b = os.fstat(fd), os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _holder(fd: int) -> dict[str, Any]:
+    try:
+        h = json.loads(os.pread(fd, 4096, 0))
+    except (OSError, ValueError):
+        return {}
+    return h if isinstance(h, dict) else {}
+
+
+def _holder_text(holder: dict[str, Any]) -> str:
+    if "pid" in holder and "host" in holder:
+        return f"{holder.get('owner') or 'pid'} (pid {holder['pid']} on {holder['host']})"
+    return ""
