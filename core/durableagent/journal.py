@@ -156,8 +156,10 @@ class Journal:
         self.stop = stop
         self.lease = lease
         self.unfinished: asyncio.Future[Any] | None = None  # see steps_still_running
-        self._loaded = self.last_seq  # seqs up to here were loaded; later ones we appended
-        self._known: set[int] = set()  # or learnt of (see append)
+        # Every record up to _seen is in this view (loaded, appended, or learnt of at a
+        # checked append); _known holds the later ones we have, past a gap someone else filled.
+        self._seen = self.last_seq
+        self._known: set[int] = set()
 
     @property
     def last_seq(self) -> int:
@@ -270,7 +272,7 @@ class Journal:
         this view too."""
         check = None
         missed: list[Record] = []
-        loaded = self._loaded
+        loaded = self._seen
         if unless_denied is not None:
             marker, known = unless_denied, self._known
 
@@ -302,6 +304,9 @@ class Journal:
         for r in records:
             self._known.add(r.seq)
             self.index.add(r)
+        while self._seen + 1 in self._known:  # a checked append reads only what is past this
+            self._seen += 1
+            self._known.discard(self._seen)
         tail = self.records[-1].seq if self.records else 0
         self.records.extend(records)
         if records[0].seq < tail:
