@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -126,18 +125,17 @@ def build_runs(root: Path, n: int) -> None:
 
 
 def ls_child(root: Path) -> tuple[float, int]:
-    """Seconds and peak RSS (KiB) of one ``agentrun ls``."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Seconds and peak RSS (KiB) of one ``agentrun ls`` (its own rusage, from wait4)."""
     t = time.perf_counter()
-    p = subprocess.run(
+    p = subprocess.Popen(
         [sys.executable, "-m", "durableagent.cli", "ls", "--store", str(root)],
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
     )
+    _, status, usage = os.wait4(p.pid, 0)
     elapsed = time.perf_counter() - t
-    assert p.returncode == 0, p.stderr
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return elapsed, max(rss, before)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    assert p.returncode == 0, p.returncode
+    return elapsed, usage.ru_maxrss
 
 
 def floor_child(root: Path) -> float:
