@@ -46,6 +46,7 @@ from .loop import AgentConfig, LoopOutcome, PlainRunner, StepRunner, run_loop
 from .messages import Message, StepKind, ToolCall, model_step, step_tool_name, tool_step
 from .model import Model, ScriptedModel
 from .outcome import Outcome, Status
+from .plan import Plan, PlanAction, PlanEnding, PlanStep, plan
 from .record import Record
 from .run import Config, run, signal, submit
 from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
@@ -105,6 +106,10 @@ __all__ = [
     "Outcome",
     "Pending",
     "PlainRunner",
+    "Plan",
+    "PlanAction",
+    "PlanEnding",
+    "PlanStep",
     "PolicyGate",
     "Reconcile",
     "Record",
@@ -147,6 +152,7 @@ __all__ = [
     "mcp_tools",
     "model_step",
     "open_store",
+    "plan",
     "plan_fork",
     "run",
     "run_loop",

@@ -1,4 +1,4 @@
-"""The run commands: ``ls`` (``--watch``), ``show`` (``--follow``) and ``submit``."""
+"""The run commands: ``ls`` (``--watch``), ``show`` (``--follow``), ``plan`` and ``submit``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from ..ids import check_run_id
 from ..labels import ATTENTION_RANK, ago
 from ..lineage import ForkedFrom
 from ..messages import Message, step_tool_name
+from ..plan import Plan, plan
 from ..record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
 from ..run import submit
 from ..stores import Store
@@ -418,6 +419,43 @@ def _next_steps(store: Store, view: RunView) -> None:
         print(f"running: a worker holds its lease{clean(who)}")
 
 
+def plan_dict(view: RunView, p: Plan) -> dict[str, Any]:
+    """What ``plan --json`` prints. The README's "JSON output" lists every field."""
+    return versioned({"run_id": view.run_id, "status": str(view.status), **p.to_dict()})
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Print what the run's next attempt will do with each step, and where it will stop."""
+    store = store_of(args)
+    require_run(store, args.run)
+    view = view_store(store, args.run)
+    if view.status == RunStatus.CORRUPT:
+        raise Refused(view.error)
+    p = plan(view.records, outcome=view.outcome)
+    if args.json:
+        print(dump(plan_dict(view, p)))
+        return 0
+    print(f"run      {view.run_id}")
+    print(f"status   {status_word(view.status)}")
+    print(f"next     {clean(p.why)}")
+    print()
+    width = max((len(clean(s.step)) for s in p.steps), default=4)
+    for s in p.steps:
+        mark = "→" if s.step == p.stops_at else " "
+        print(f"{mark} {s.action:<15} {clean(s.step):<{width}}  {clean(s.why)}")
+    if view.status == RunStatus.RUNNING:
+        print()
+        print("running: a worker holds its lease; this is what an attempt starting now would do")
+    elif p.stops_at is not None and view.status == RunStatus.INDETERMINATE:
+        step = clean(p.stops_at)
+        print()
+        print(f"reconcile it: agentrun reconcile {view.run_id} {step} --done RESULT | --retry")
+    elif p.stops_at is not None and view.status == RunStatus.AWAITING_APPROVAL:
+        print()
+        print(f"decide: agentrun approve {view.run_id} MARKER | agentrun deny {view.run_id} MARKER")
+    return 0
+
+
 def cmd_submit(args: argparse.Namespace) -> int:
     """Record a new run's input for a worker to execute."""
     if not args.text.strip():
@@ -443,7 +481,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any, parents: Parents) -> None:
-    """Add ls, show and submit to the subcommands."""
+    """Add ls, show, plan and submit to the subcommands."""
     s = sub.add_parser(
         "ls", parents=[parents.store, parents.json], help="list runs, needs-attention first"
     )
@@ -483,6 +521,19 @@ def register(sub: Any, parents: Parents) -> None:
         help="print each record as it lands, until the run completes or stops for a human",
     )
     s.set_defaults(fn=cmd_show)
+
+    s = sub.add_parser(
+        "plan",
+        parents=[parents.store, parents.json],
+        help="what the run's next attempt will do with each step",
+        description=(
+            "The recovery plan: for each step, whether the next attempt replays it, re-runs "
+            "it, stops at it (an open write, a call waiting for approval), records a human's "
+            "result for it, or runs it for the first time; and where the attempt stops."
+        ),
+    )
+    s.add_argument("run", metavar="RUN")
+    s.set_defaults(fn=cmd_plan)
 
     s = sub.add_parser("submit", parents=[parents.store], help="submit a new run for a worker")
     s.add_argument("run", metavar="RUN")

@@ -1,0 +1,73 @@
+"""agentrun plan RUN [--json]: the recovery plan on the demo store, run for real."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from test_cli import agentrun, refused
+
+from durableagent.demo import build_demo_store
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("plan") / "store"
+    build_demo_store(root)
+    return root
+
+
+@pytest.fixture
+def demo(template: Path, tmp_path: Path) -> Path:
+    root = tmp_path / "demo"
+    shutil.copytree(template, root)
+    return root
+
+
+def test_plan_of_an_indeterminate_run_names_the_blocked_write(demo: Path) -> None:
+    r = agentrun("plan", "crm-access", "--store", str(demo))
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert "next     it stops at tool/2/0/create_ticket: an open write nobody reconciled" in r.out
+    assert re.search(r"^  replay +llm/1 +has its result", r.out, re.M)
+    [stop] = [line for line in lines if line.startswith("→")]
+    assert re.match(r"→ blocked +tool/2/0/create_ticket +a write started at seq \d+", stop)
+    assert "agentrun reconcile crm-access tool/2/0/create_ticket --done RESULT" in r.out
+
+
+def test_plan_of_a_run_awaiting_approval_stops_at_its_turn(demo: Path) -> None:
+    r = agentrun("plan", "laptop-broken", "--store", str(demo))
+    assert r.code == 0, r.err
+    assert "waiting for a human to approve or deny create_ticket, send_email" in r.out
+    assert len(re.findall(r"waiting +tool/2/\d/", r.out)) == 2
+
+
+def test_plan_json_is_versioned_and_says_each_steps_action(demo: Path) -> None:
+    r = agentrun("plan", "vpn-access", "--json", "--store", str(demo))
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["v"] == 1 and d["run_id"] == "vpn-access" and d["status"] == "failed"
+    assert d["ending"] == "continues" and d["stops_at"] is None
+    assert [(s["step"], s["action"]) for s in d["steps"]] == [
+        ("llm/1", "replay"),
+        ("tool/1/0/lookup_policy", "re-run"),
+        ("llm/2", "run"),
+    ]
+
+
+def test_plan_refuses_an_unknown_run(demo: Path) -> None:
+    refused(agentrun("plan", "nope", "--store", str(demo)), "no run 'nope'")
+
+
+def test_the_readme_lists_every_plan_json_field(demo: Path) -> None:
+    text = README.read_text()
+    section = text.split("## JSON output", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`([a-z_]+)`", section))
+    d = json.loads(agentrun("plan", "crm-access", "--json", "--store", str(demo)).out)
+    fields = set(d) | set(d["steps"][0])
+    assert fields - documented == set()
