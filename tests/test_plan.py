@@ -232,7 +232,7 @@ def test_each_step_says_why_in_words_a_human_can_act_on() -> None:
     j = J().ticket_turn().start(T2, write=True).reconcile(T2, "done", "TICKET-9")
     by_step = {s.step: s for s in plan(j.records).steps}
     assert "reconciled done by ann" in by_step[T2].why and "'TICKET-9'" in by_step[T2].why
-    assert "has its result (seq 3)" in by_step["llm/1"].why
+    assert "has a result (seq 3)" in by_step["llm/1"].why
     blocked = plan(J().ticket_turn().start(T2, write=True).records)
     assert blocked.why == f"it stops at {T2}: an open write nobody reconciled (indeterminate)"
     waiting = plan(J().ticket_turn().records, outcome=awaiting((T2, TICKET)))

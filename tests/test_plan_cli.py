@@ -34,7 +34,7 @@ def test_plan_of_an_indeterminate_run_names_the_blocked_write(demo: Path) -> Non
     assert r.code == 0, r.err
     lines = r.out.splitlines()
     assert "next     it stops at tool/2/0/create_ticket: an open write nobody reconciled" in r.out
-    assert re.search(r"^  replay +llm/1 +has its result", r.out, re.M)
+    assert re.search(r"^  replay +llm/1 +has a result", r.out, re.M)
     [stop] = [line for line in lines if line.startswith("→")]
     assert re.match(r"→ blocked +tool/2/0/create_ticket +a write started at seq \d+", stop)
     assert "agentrun reconcile crm-access tool/2/0/create_ticket --done RESULT" in r.out

@@ -268,7 +268,7 @@ def _replay(s: _Step) -> PlanStep:
         s.name,
         s.kind,
         PlanAction.REPLAY,
-        f"has its result (seq {s.result.seq}): replayed from the journal, not called again",
+        f"has a result (seq {s.result.seq}): replayed, not called again",
         tool=_tool(s.name),
         write=write,
         idempotent=idem,
