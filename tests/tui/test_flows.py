@@ -22,6 +22,11 @@ def signals(root: Path, run_id: str) -> list[dict[str, object]]:
     return [r.data for r in FileStore(root).load(run_id) if r.type == "signal"]
 
 
+def records_shown(app: SupervisorApp) -> int:
+    """Timeline rows that are records (not an attempt's divider)."""
+    return sum(1 for row in app.timeline.ordered_rows if str(row.key.value).isdigit())
+
+
 def status_of(app: SupervisorApp, run_id: str) -> str:
     return app.table.get_row(run_id)[0].plain
 
@@ -169,7 +174,7 @@ async def test_filter_by_status_or_id_and_escape_clears(sample: Path) -> None:
         await pilot.press("/", "ctrl+a", "ctrl+k", *"vpn")
         assert app.table.shown() == ["vpn-1043"]
         await pilot.press("escape")
-        assert app.table.row_count == 8
+        assert app.table.row_count == 9
 
 
 async def test_n_walks_runs_needing_a_human_in_the_order_the_table_shows(sample: Path) -> None:
@@ -180,7 +185,7 @@ async def test_n_walks_runs_needing_a_human_in_the_order_the_table_shows(sample:
         for _ in range(6):
             await pilot.press("n")
             seen.append(app.table.selected_run)
-        needing = [rid for rid in app.table.shown() if app.views[rid].needs_human]
+        needing = [rid for rid in app.table.shown() if app.summaries[rid].needs_human]
         assert seen == [*needing, needing[0]]  # top to bottom, then round again
         # corrupt, indeterminate, awaiting (newest first, as the table sorts), failed
         assert needing == ["broken-1040", "vpn-1043", "markup-1048", "billing-1042", "refund-1041"]
@@ -194,7 +199,7 @@ async def test_dialog_on_a_run_that_changed_underneath_writes_nothing(sample: Pa
         await select(pilot, "billing-1042")
         await pilot.press("a")
         assert isinstance(app.screen, ApproveDialog)
-        marker = app.views["billing-1042"].pending[0].marker
+        marker = app.summaries["billing-1042"].pending[0].marker
         signal(store, "billing-1042", "approve", {"marker": marker}, by="someone-else")
         await pilot.press("y")
         await until(pilot, lambda: app.screen.query_one("#error").display)
@@ -208,14 +213,14 @@ async def test_record_appended_by_another_process_appears_without_a_key(sample: 
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         await select(pilot, "billing-1042")
-        assert app.timeline.row_count == 7
+        assert records_shown(app) == 7
         code = (
             "import sys; from durableagent import FileStore, signal, view_store\n"
             "s = FileStore(sys.argv[1]); m = view_store(s, 'billing-1042').pending[0].marker\n"
             "signal(s, 'billing-1042', 'approve', {'marker': m}, by='carol')\n"
         )
         subprocess.run([sys.executable, "-c", code, str(sample)], check=True)
-        await until(pilot, lambda: app.timeline.row_count == 8)
+        await until(pilot, lambda: records_shown(app) == 8)
         assert status_of(app, "billing-1042") == "○ ready"
         assert "approve tool/2/0/create_ticket by carol" in app.timeline.get_row("8")[-1].plain
 
@@ -259,7 +264,7 @@ async def test_corrupt_journal_shows_line_and_reason(sample: Path) -> None:
         assert app.timeline.run_id == "broken-1040"
         summary = app.timeline.get_row("corrupt")[-1].plain
         assert "line 2: " in summary and "crc mismatch" in summary
-        assert app.views["broken-1040"].status == RunStatus.CORRUPT
+        assert app.summaries["broken-1040"].status == RunStatus.CORRUPT
 
 
 async def test_markup_in_arguments_is_shown_literally(sample: Path) -> None:
@@ -299,7 +304,7 @@ async def test_missing_store_is_not_created_and_fills_in_when_it_appears(tmp_pat
         assert "No store at runs/" in str(app.query_one("#empty").render())
         assert not root.exists()
         build_sample_store(root, corrupt=False)
-        await until(pilot, lambda: app.table.row_count == 7, timeout=8)
+        await until(pilot, lambda: app.table.row_count == 8, timeout=8)
 
 
 async def test_read_only_hides_every_action(sample: Path) -> None:

@@ -53,9 +53,10 @@ async def test_j_k_g_G_home_end_move_in_the_timeline(sample: Path) -> None:
         assert timeline.cursor_row == last  # it follows the tail
         await pilot.press("g")
         assert timeline.cursor_row == 0
+        assert timeline.attempt_at_cursor() is not None  # attempt 1's divider comes first
         await pilot.press("j", "j")
         assert timeline.cursor_row == 2
-        assert "seq 3 step.completed" in screen_text(app)  # the record pane follows
+        assert "seq 2 step.started" in screen_text(app)  # the record pane follows
         await pilot.press("k")
         assert timeline.cursor_row == 1
         await pilot.press("G")
@@ -160,6 +161,7 @@ def test_every_binding_has_an_id_so_users_can_remap_it() -> None:
         dialogs.RetryDialog,
         dialogs.ConfirmDialog,
         dialogs.HelpScreen,
+        dialogs.PlanScreen,
     ]
     missing = [(c.__name__, b.key) for c in classes for b in _bindings(c) if not b.id]
     assert missing == []

@@ -83,6 +83,25 @@ def test_failed_run(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) ->
 
 
 @pytest.mark.parametrize("size", SIZES)
+def test_attempts(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    """audit-1049: two workers killed; each attempt's divider, the cut-off call and its re-run."""
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at("audit-1049"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_plan(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at("vpn-1043", "p"))
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_plan_of_a_killed_run(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at("audit-1049", "p"))
+
+
+@pytest.mark.parametrize("size", SIZES)
 def test_retry_failed_run_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
     app = make_app(store(tmp_path))
     assert snap_compare(app, terminal_size=size, run_before=at("refund-1041", "R"))

@@ -154,7 +154,7 @@ async def test_journal_text_with_markup_is_shown_literally_in_the_dialogs(
 
         store = FileStore(sample)
         j = JournalWriter(store, "markup-1048", T0 + 3000)
-        marker = app.views["markup-1048"].pending[0].marker
+        marker = app.summaries["markup-1048"].pending[0].marker
         j.signal("approve", {"marker": marker}, "[b]mallory[/b]", "[/]")
         j.tool("tool/2/0/create_ticket", None, write=True)
         j.outcome(Status.INDETERMINATE, step="tool/2/0/create_ticket")

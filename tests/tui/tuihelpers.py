@@ -36,19 +36,28 @@ async def until(pilot: Pilot[object], cond: Callable[[], bool], timeout: float =
         await pilot.pause(0.02)
 
 
+def following(app: SupervisorApp) -> bool:
+    """The timeline shows the run under the cursor (its records are read off the loop)."""
+    selected = app.table.selected_run
+    followed = app.followed.run_id if app.followed is not None else None
+    return selected == followed and app.timeline.run_id == selected
+
+
 async def loaded(pilot: Pilot[object]) -> None:
-    """Wait for the first load of the store."""
+    """Wait for the first load of the store, and the timeline of the run under the cursor."""
     app = pilot.app
     assert isinstance(app, SupervisorApp)
     await until(pilot, lambda: app.loaded)
+    await until(pilot, lambda: following(app))
     await pilot.pause()
 
 
 async def select(pilot: Pilot[object], run_id: str) -> None:
-    """Put the runs table's cursor on ``run_id``."""
+    """Put the runs table's cursor on ``run_id`` and wait for its timeline."""
     app = pilot.app
     assert isinstance(app, SupervisorApp)
     app.table.move_cursor(row=app.table.get_row_index(run_id), animate=False)
+    await until(pilot, lambda: following(app))
     await pilot.pause()
 
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from functools import partial
@@ -21,22 +19,28 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from durableagent import RunStatus, RunView
+from durableagent import NEEDS_HUMAN, RunStatus, RunView, Summary, plan
 from durableagent.stores import Store
 
 from .actions import Decision, Failures, Pin, failure_state, retry_failed, write_decision
 from .detail import RecordDetail
-from .dialogs import ApproveDialog, HelpScreen, ReconcileDialog, RetryDialog
+from .dialogs import ApproveDialog, HelpScreen, PlanScreen, ReconcileDialog, RetryDialog
 from .header import StoreHeader
+from .runs_model import RunRows
 from .runs_table import RunsTable
 from .styles import LOOKS
 from .timeline import Timeline
-from .tracker import Changes, StoreTracker
+from .tracker import Changes, Followed, StoreTracker
 
 LOOK_ONE_BY_ONE = 64  # more changed runs than this in one notice: read the summaries
-RESCAN_S = 30.0  # safety net for missed watch events
-POLL_S = 1.0  # --poll, or after a watch error
-LEASE_S = 2.0  # a dead worker's lease makes no file event
+RESCAN_S = 30.0  # safety net for missed change notices (at least this often)
+POLL_S = 1.0  # --poll, or after a watch error (at least this often)
+# A full rescan of a large store takes a second of CPU: space them so that they cost at most
+# 1/RESCAN_FACTOR of a core while idle (100,000 runs: every few minutes), and poll at most
+# 1/POLL_FACTOR.
+RESCAN_FACTOR = 200.0
+POLL_FACTOR = 20.0
+LEASE_S = 2.0  # a dead worker's lease makes no change notice
 RETIME_S = 10.0
 
 
@@ -62,6 +66,7 @@ class SupervisorApp(App[int]):
         Binding("r", "unavailable('reconcile')", show=False, id="reconcile.unavailable"),
         Binding("R", "retry", "Retry", id="retry"),
         Binding("R", "unavailable('retry')", show=False, id="retry.unavailable"),
+        Binding("p", "plan", "Plan", id="plan"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
         Binding("q", "quit", "Quit", id="quit"),
         # Priority: a dialog (a modal screen) hides the app's other keys; this one still works.
@@ -95,11 +100,13 @@ class SupervisorApp(App[int]):
         self.label = label if label is not None else str(where)
         self.hints: Mapping[str, str] = dict(hints or {})
         self.tracker = StoreTracker(store)
-        self.views: dict[str, RunView] = {}
-        self.resumed: dict[str, int | None] = {}
+        self.rows = RunRows()  # every run's summary, sorted; the table draws from it
+        self.followed: Followed | None = None  # the selected run, whole
+        self._following: str | None = None  # the run whose records are being read
         self.filter_text = ""
         self.loaded = False
-        self._lock = threading.Lock()  # one tracker user at a time (load, watch, timers)
+        self.load_seconds = 0.0
+        self.rescan_s = RESCAN_S
         self._last_jump: str | None = None
 
     # -- layout ------------------------------------------------------------------------------
@@ -108,7 +115,7 @@ class SupervisorApp(App[int]):
         yield StoreHeader(self.label, id="header")
         with Vertical(id="runs-pane"):
             yield Input(placeholder="filter by run id or status · esc clears", id="filter")
-            yield RunsTable(id="runs")
+            yield RunsTable(self.rows, self.clock, id="runs")
             yield Static(id="empty")
         with Horizontal(id="lower"):
             yield Timeline(id="timeline")
@@ -141,14 +148,25 @@ class SupervisorApp(App[int]):
 
     # -- loading and live updates ------------------------------------------------------------
 
-    def _locked(self, fn: Callable[[], Changes]) -> Changes:
-        with self._lock:
-            return fn()
+    @property
+    def summaries(self) -> dict[str, Summary]:
+        """Every run's summary, as the table shows them."""
+        return self.rows.summaries
 
     @work(thread=True, exclusive=True, group="load", exit_on_error=False)
     def _load(self) -> None:
-        changes = self._locked(self.tracker.scan)
+        since = time.monotonic()
+        total = self.tracker.count()  # one listing: the header says how many while it loads
+        self.call_from_thread(self.header.show_loading, total, since)
+        changes = self.tracker.scan()
+        self.load_seconds = time.monotonic() - since
         self.call_from_thread(self._loaded, changes)
+
+    def on_unmount(self) -> None:
+        store = self.tracker.store
+        if store is not None:
+            with suppress(Exception):
+                store.close()
 
     def _loaded(self, changes: Changes) -> None:
         self.loaded = True
@@ -158,6 +176,7 @@ class SupervisorApp(App[int]):
             return
         self.set_interval(LEASE_S, self._check_leases)
         self.set_interval(RETIME_S, self._retime)
+        self.rescan_s = max(RESCAN_S, RESCAN_FACTOR * self.load_seconds)
         if self.poll:
             self._start_polling()
         else:
@@ -166,7 +185,7 @@ class SupervisorApp(App[int]):
 
     def _start_polling(self, live: str = "polling") -> None:
         self.header.set_live(live)
-        self.set_interval(POLL_S, self._rescan)
+        self.set_interval(max(POLL_S, POLL_FACTOR * self.load_seconds), self._rescan)
 
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def _watch(self) -> None:
@@ -176,16 +195,15 @@ class SupervisorApp(App[int]):
             await asyncio.sleep(POLL_S)
             store = self.tracker.store
         self.header.set_live("watching")
-        self.set_interval(RESCAN_S, self._rescan)
-        await self._rescan()  # whatever happened before the change feed began
         try:
-            async for ids in store.changes(rescan=RESCAN_S):
+            # The feed names every run once it is up (what changed before it began) and again
+            # every rescan_s: the safety net for a lost notice.
+            async for ids in store.changes(rescan=self.rescan_s):
                 if len(ids) > LOOK_ONE_BY_ONE:
                     await self._rescan()  # a rescan's worth: the summaries are cheaper
                     continue
                 # Refreshing off the loop while the feed keeps collecting coalesces a burst.
-                changes = await asyncio.to_thread(self._locked, partial(self.tracker.refresh, ids))
-                self.apply(changes)
+                self.apply(await asyncio.to_thread(partial(self.tracker.refresh, ids)))
         except Exception as e:  # the feed is best effort: polling keeps the screen live
             self.notify(
                 f"watching {self.label} failed ({e}); polling instead",
@@ -195,70 +213,101 @@ class SupervisorApp(App[int]):
             self._start_polling("watch error")
 
     async def _rescan(self) -> None:
-        self.apply(await asyncio.to_thread(self._locked, self.tracker.scan))
+        self.apply(await asyncio.to_thread(self.tracker.scan))
 
     async def _check_leases(self) -> None:
-        self.apply(await asyncio.to_thread(self._locked, self.tracker.recheck_leases))
+        if self.tracker.running:  # nothing to look at while no run is running
+            self.apply(await asyncio.to_thread(self.tracker.recheck_leases))
 
     def _retime(self) -> None:
-        with suppress(NoMatches), self.batch_update():  # NoMatches: shutting down
-            self.table.retime(self.views, self.clock())
+        with suppress(NoMatches):  # shutting down
+            self.table.refresh()  # "5m ago" is drawn from the clock, for the rows on screen
 
     def apply(self, changes: Changes, *, initial: bool = False) -> None:
-        """Fold a refresh into the screen: keyed table diff, counts, and the open timeline."""
+        """Fold a refresh into the screen: keyed model diff, counts, the followed run."""
         if not changes and not initial:
             return
-        self.views.update(changes.views)
-        self.resumed.update(changes.resumed)
-        for rid in changes.removed:
-            self.views.pop(rid, None)
-            self.resumed.pop(rid, None)
-        show = [v for v in changes.views.values() if self._matches(v)]
-        hide = set(changes.removed) | {
-            v.run_id for v in changes.views.values() if not self._matches(v)
-        }
+        self.rows.update(changes.summaries.values(), changes.removed)
         try:
-            self._show_changes(changes, show, hide, initial)
+            self._show_changes(changes, initial)
         except NoMatches:  # a refresh that lands while the app shuts down: nothing to draw
             return
+        for rid, attempt in changes.lost.items():
+            self.notify(
+                f"{rid}: attempt {attempt.number} ({attempt.owner or 'a worker'}) was lost: its "
+                "worker stopped without saying (killed?). The next attempt replays its steps.",
+                title="worker lost",
+                severity="warning",
+                markup=False,
+            )
         self.refresh_bindings()
 
-    def _show_changes(
-        self, changes: Changes, show: list[RunView], hide: set[str], initial: bool
-    ) -> None:
+    def _show_changes(self, changes: Changes, initial: bool) -> None:
         table = self.table
         with self.batch_update():
-            table.sync(show, hide, self.clock())
+            table.rows_changed()
             if initial and table.row_count:
                 table.move_cursor(row=0, animate=False)
-            self.header.set_counts(Counter(v.status for v in self.views.values()))
+            self.header.set_counts(self.rows.counts)
             if changes and not initial:
                 self.header.set_live(self.header.live, time.time())
             self._update_empty()
             selected = table.selected_run
-            if (
-                selected is None
-                or selected != self.timeline.run_id
-                or selected in changes.views
-                or selected in changes.removed
-            ):
+            followed = self.followed.run_id if self.followed is not None else None
+            if initial or selected in changes.summaries:
+                self._select(selected, again=True)
+            elif selected != followed:
                 self._select(selected)
 
     # -- selection ---------------------------------------------------------------------------
 
     @property
-    def selected(self) -> RunView | None:
-        """The view of the run under the table cursor."""
+    def selected(self) -> Summary | None:
+        """The summary of the run under the table cursor."""
         try:
             rid = self.table.selected_run
         except NoMatches:  # asked while the app shuts down
             return None
-        return self.views.get(rid) if rid is not None else None
+        return self.rows.summaries.get(rid) if rid is not None else None
 
-    def _select(self, rid: str | None) -> None:
-        view = self.views.get(rid) if rid is not None else None
-        self.timeline.show(view, self.resumed.get(rid) if rid else None)
-        self._show_detail()
+    @property
+    def selected_view(self) -> RunView | None:
+        """The selected run whole, once the timeline has read it."""
+        selected, followed = self.selected, self.followed
+        if selected is None or followed is None or followed.run_id != selected.run_id:
+            return None
+        return followed.view
+
+    def _select(self, rid: str | None, *, again: bool = False) -> None:
+        """Follow ``rid``: read its records off the loop, then show its timeline. A read of
+        that run already under way does (unless it changed since: ``again``)."""
+        if rid is None:
+            self.followed = self._following = None
+            self.timeline.show(None)
+            self._show_detail()
+            return
+        if rid == self._following and not again:
+            return
+        self._following = rid
+        self._follow(rid)
+
+    @work(thread=True, exclusive=True, group="follow", exit_on_error=False)
+    def _follow(self, rid: str) -> None:
+        followed = self.tracker.follow(rid)
+        self.call_from_thread(self._followed, rid, followed)
+
+    def _followed(self, rid: str, followed: Followed | None) -> None:
+        with suppress(NoMatches):  # shutting down
+            if self.table.selected_run != rid:
+                return  # the cursor moved on meanwhile; its own read is on its way
+            self._following = None
+            self.followed = followed
+            if followed is None:
+                self.timeline.show(None)
+            else:
+                self.timeline.show(followed.view, followed.attempts)
+            self._show_detail()
+            self.refresh_bindings()
 
     def _show_detail(self) -> None:
         try:
@@ -266,17 +315,20 @@ class SupervisorApp(App[int]):
         except NoMatches:  # a highlight message handled while the app shuts down
             return
         record = self.timeline.record_at_cursor()
-        detail.show(record if record is not None else self.timeline.view)
+        if record is not None:
+            detail.show(record)
+        else:
+            detail.show(self.timeline.view, self.timeline.attempt_at_cursor())
 
-    @on(DataTable.RowHighlighted, "#runs")
-    def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        rid = event.row_key.value
+    @on(RunsTable.Highlighted, "#runs")
+    def _run_highlighted(self, event: RunsTable.Highlighted) -> None:
         with suppress(NoMatches):  # a late highlight while the app shuts down
-            if rid != self.timeline.run_id:
-                self._select(rid)
+            followed = self.followed.run_id if self.followed is not None else None
+            if event.run_id != followed or event.run_id is None:
+                self._select(event.run_id)
             self.refresh_bindings()
 
-    @on(DataTable.RowSelected, "#runs")
+    @on(RunsTable.Selected, "#runs")
     def _run_selected(self) -> None:
         self.timeline.focus()
 
@@ -311,12 +363,6 @@ class SupervisorApp(App[int]):
 
     # -- filter ------------------------------------------------------------------------------
 
-    def _matches(self, view: RunView) -> bool:
-        f = self.filter_text
-        if not f:
-            return True
-        return f in view.run_id.lower() or f in str(view.status) or f in LOOKS[view.status].word
-
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
         box.display = True
@@ -331,15 +377,13 @@ class SupervisorApp(App[int]):
         self.table.focus()
 
     def set_filter(self, text: str) -> None:
-        """Show only runs whose id or status contains ``text`` (case-insensitive)."""
+        """Show only runs whose id or status contains ``text`` (case-insensitive): the model
+        narrows its matches as the text grows, and the table draws only what is on screen."""
         self.filter_text = text.strip().lower()
-        views = self.views.values()
-        show = [v for v in views if self._matches(v)]
-        hide = [v.run_id for v in views if not self._matches(v)]
+        self.rows.set_filter(self.filter_text)
         with self.batch_update():
-            self.table.sync(show, hide, self.clock())
+            self.table.rows_changed()
             self._update_empty()
-            self._select(self.table.selected_run)
         self.refresh_bindings()
 
     def action_clear_filter(self) -> None:
@@ -370,7 +414,9 @@ class SupervisorApp(App[int]):
         if action == "unavailable":
             return not self.read_only
         if action == "next_human":
-            return True if any(v.needs_human for v in self.views.values()) else None
+            return True if any(s in NEEDS_HUMAN for s in self.rows.counts) else None
+        if action == "plan":
+            return True if self.selected is not None else None
         return True
 
     def action_help(self) -> None:
@@ -379,8 +425,7 @@ class SupervisorApp(App[int]):
     def action_next_human(self) -> None:
         """Jump to the first run that needs a human, in the order the table shows; again for
         the next one down (round to the top after the last)."""
-        views = self.views
-        ids = [rid for rid in self.table.shown() if rid in views and views[rid].needs_human]
+        ids = self.rows.needing_human()
         if not ids:
             self.notify("No run needs a human.")
             return
@@ -393,26 +438,71 @@ class SupervisorApp(App[int]):
         self.table.move_cursor(row=self.table.get_row_index(target), animate=False)
         self.table.focus()
 
-    def action_approve(self) -> None:
-        view = self.selected
-        if self.read_only or view is None or view.status != RunStatus.AWAITING_APPROVAL:
+    def _with_view(self, want: RunStatus | None, open_it: Callable[[RunView], None]) -> None:
+        """Call ``open_it`` with the selected run whole: the timeline's view when it is as
+        new as the run's summary, else one read off the loop first. Nothing when the run is
+        no longer ``want`` (or not selected) by then."""
+        summary = self.selected
+        if summary is None or (want is not None and summary.status != want):
             return
-        self.push_screen(ApproveDialog(view, self._act, now=self.clock()), self._written)
+        view = self.selected_view
+        if view is not None and view.last_seq == summary.last_seq and view.status == summary.status:
+            open_it(view)
+        else:
+            self._read_then_open(summary.run_id, want, open_it)
+
+    @work(thread=True, exclusive=True, group="dialog", exit_on_error=False)
+    def _read_then_open(
+        self, rid: str, want: RunStatus | None, open_it: Callable[[RunView], None]
+    ) -> None:
+        view = self.tracker.view(rid)
+        self.call_from_thread(self._open_if_still, rid, want, view, open_it)
+
+    def _open_if_still(
+        self, rid: str, want: RunStatus | None, view: RunView, open_it: Callable[[RunView], None]
+    ) -> None:
+        if len(self.screen_stack) > 1 or self.table.selected_run != rid:
+            return  # a dialog came up, or the cursor moved on, meanwhile
+        if want is None or view.status == want:
+            open_it(view)
+
+    def action_approve(self) -> None:
+        if self.read_only:
+            return
+
+        def open_it(view: RunView) -> None:
+            if view.pending:
+                dialog = ApproveDialog(view, self._act, now=self.clock())
+                self.push_screen(dialog, self._written)
+
+        self._with_view(RunStatus.AWAITING_APPROVAL, open_it)
 
     def action_reconcile(self) -> None:
-        view = self.selected
-        if self.read_only or view is None or view.indeterminate is None:
+        if self.read_only:
             return
-        if view.status != RunStatus.INDETERMINATE:
-            return
-        dialog = ReconcileDialog(view, self._act, now=self.clock(), hints=self.hints)
-        self.push_screen(dialog, self._written)
+
+        def open_it(view: RunView) -> None:
+            if view.indeterminate is not None:
+                dialog = ReconcileDialog(view, self._act, now=self.clock(), hints=self.hints)
+                self.push_screen(dialog, self._written)
+
+        self._with_view(RunStatus.INDETERMINATE, open_it)
 
     def action_retry(self) -> None:
-        view = self.selected
-        if self.read_only or view is None or view.status != RunStatus.FAILED:
+        if self.read_only:
             return
-        self._open_retry(view)
+        self._with_view(RunStatus.FAILED, self._open_retry)
+
+    def action_plan(self) -> None:
+        """The selected run's recovery plan: what its next attempt will do with each step."""
+
+        def open_it(view: RunView) -> None:
+            if view.status == RunStatus.CORRUPT:
+                self.notify(f"{view.run_id}: its journal does not load; no plan.", markup=False)
+                return
+            self.push_screen(PlanScreen(view, plan(view.records, outcome=view.outcome)))
+
+        self._with_view(None, open_it)
 
     @work(thread=True, exclusive=True, group="retry", exit_on_error=False)
     def _open_retry(self, view: RunView) -> None:
@@ -464,6 +554,10 @@ class SupervisorApp(App[int]):
         yield SystemCommand("Next run needing a human", "Jump (n)", self.action_next_human)
         yield SystemCommand("Filter runs", "By run id or status (/)", self.action_filter)
         yield SystemCommand("Help", "Keys and statuses (?)", self.action_help)
+        if self.offers("plan"):
+            yield SystemCommand(
+                "Recovery plan", "What the run's next attempt will do (p)", self.action_plan
+            )
         if self.offers("approve"):
             yield SystemCommand(
                 "Approve or deny", "The run's pending calls (a)", self.action_approve
@@ -504,6 +598,7 @@ _MAIN_ACTIONS = frozenset(
         "approve",
         "reconcile",
         "retry",
+        "plan",
         "unavailable",
         "clear_filter",
         "quit",

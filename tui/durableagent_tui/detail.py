@@ -6,6 +6,7 @@ from typing import ClassVar
 
 from rich.console import Group, RenderableType
 from rich.highlighter import JSONHighlighter
+from rich.table import Table
 from rich.text import Text
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -14,6 +15,7 @@ from textual.widgets import Static
 
 from durableagent import Record, RunStatus, RunView
 
+from .attempts import LOST_WHY, Span
 from .styles import LOOKS, clock, status_text
 from .summaries import call_text, pretty
 
@@ -59,6 +61,40 @@ def run_renderable(view: RunView) -> RenderableType:
     return Group(*parts)
 
 
+def attempt_renderable(span: Span, view: RunView) -> RenderableType:
+    """One attempt whole: who ran it, how it ended, which records it wrote, and which steps it
+    replayed, ran, re-ran and left cut off."""
+    a = span.attempt
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(overflow="fold")
+    ended = span.ending + (f": {LOST_WHY}" if span.lost else "")
+    if a.outcome is not None and a.outcome.error:
+        ended += f": {a.outcome.error}"
+    grid.add_row("owner", Text(a.owner or "unknown (an outcome saved without a lease)"))
+    grid.add_row("lease", Text(f"epoch {a.epoch}" if a.epoch else "—"))
+    grid.add_row("ended", Text(ended))
+    if span.wrote():
+        times = [r.at for r in view.records if span.first <= r.seq <= span.last]
+        when = f" ({clock(times[0])} – {clock(times[-1])})" if times else ""
+        grid.add_row("records", Text(f"seq {span.first}–{span.last}{when}"))
+    else:
+        grid.add_row("records", Text("none: it wrote nothing"))
+    for label, steps, note in (
+        ("replayed", span.replayed, "had a result before it began: not run again"),
+        ("ran", span.ran, ""),
+        ("re-ran", span.reran, "started before without a result"),
+        ("cut off", span.cut, "no result when it ended"),
+    ):
+        if steps:
+            text = Text(", ".join(steps))
+            if note:
+                text.append(f" ({note})", style="dim")
+            grid.add_row(label, text)
+    head = Text.assemble((f"attempt {span.number}", "bold"), "  ", view.run_id)
+    return Group(head, Text(""), grid)
+
+
 class RecordDetail(VerticalScroll):
     """Scrollable, focusable pane holding one record's data."""
 
@@ -79,12 +115,14 @@ class RecordDetail(VerticalScroll):
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(Text("select a run", style="dim"), id="detail-body")
 
-    def show(self, what: Record | RunView | None) -> None:
-        """Show a record, a run summary, or nothing."""
+    def show(self, what: Record | RunView | None, attempt: Span | None = None) -> None:
+        """Show a record, an attempt of the run ``what``, a run summary, or nothing."""
         body = self.query_one("#detail-body", Static)
         if what is None:
             body.update(Text("no run selected", style="dim"))
         elif isinstance(what, Record):
             body.update(record_renderable(what))
+        elif attempt is not None:
+            body.update(attempt_renderable(attempt, what))
         else:
             body.update(run_renderable(what))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 
 from rich.text import Text
@@ -34,14 +35,26 @@ class StoreHeader(Static):
         self.counts: Counter[RunStatus] = Counter()
         self.live = "loading"
         self.last_change: float | None = None
+        self.loading_since: tuple[int | None, float] | None = None  # (runs to load, since when)
 
     def on_mount(self) -> None:
         self._draw()
 
     def set_counts(self, counts: Counter[RunStatus]) -> None:
-        """Show these counts (every status with at least one run)."""
+        """Show these counts (every status with at least one run); loading is over."""
         self.counts = counts
+        self.loading_since = None
         self._draw()
+
+    def show_loading(self, total: int | None, since: float) -> None:
+        """Say that the store is loading: how many runs (when known) and for how long
+        (``tick`` redraws the seconds)."""
+        self.loading_since = (total, since)
+        self._draw()
+
+    def tick(self) -> None:
+        if self.loading_since is not None:
+            self._draw()
 
     def set_live(self, live: str, last_change: float | None = None) -> None:
         """Show the live state and the time of the last change seen."""
@@ -60,8 +73,15 @@ class StoreHeader(Static):
         if self.last_change is not None:
             top.append(f" · last change {clock(self.last_change)}", style="dim")
         counts = Text(no_wrap=True, overflow="ellipsis")
+        if self.loading_since is not None:
+            runs, since = self.loading_since
+            what = "the runs" if runs is None else f"{runs:,} run{'s' if runs != 1 else ''}"
+            counts.append(f"loading {what}…", style="bold")
+            counts.append(f" {int(time.monotonic() - since)}s", style="dim")
+            self.update(Text("\n").join([top, counts]))
+            return
         total = sum(self.counts.values())
-        counts.append(f"{total} run{'s' if total != 1 else ''}", style="bold")
+        counts.append(f"{total:,} run{'s' if total != 1 else ''}", style="bold")
         for status in ORDER:
             n = self.counts.get(status, 0)
             if n:

@@ -6,6 +6,8 @@ pictures byte-for-byte stable.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +36,25 @@ REFUND_ERROR = "model call failed: 503 Service Unavailable"
 
 
 class JournalWriter:
-    """Appends records with fixed times, one second apart from ``start``."""
+    """Appends records with fixed times, one second apart from ``start``; inside
+    ``attempt()`` as a worker would, holding the run's lease."""
 
     def __init__(self, store: FileStore, run_id: str, start: float) -> None:
         self.store, self.run_id, self.at = store, run_id, start
+        self.lease: Any = None
+
+    @contextmanager
+    def attempt(self, owner: str, *, killed: bool = False) -> Iterator[None]:
+        """Hold the run's lease as ``owner`` (an attempt). ``killed``: end it as a SIGKILLed
+        worker does, saying nothing (the attempt log then calls it lost)."""
+        with self.store.lease(self.run_id, owner=owner) as lease:
+            self.lease = lease
+            try:
+                yield
+            finally:
+                self.lease = None
+                if killed:
+                    lease.ended = True  # what a killed worker leaves: no end line
 
     def add(self, type: str, step: str = "", kind: str = "", data: Any = None) -> Record:
         self.at += 1.0
@@ -74,7 +91,7 @@ class JournalWriter:
 
     def outcome(self, status: Status, **kw: Any) -> None:
         last = self.store.load(self.run_id)[-1].seq
-        self.store.save_outcome(self.run_id, Outcome(status, seq=last, **kw))
+        self.store.save_outcome(self.run_id, Outcome(status, seq=last, **kw), lease=self.lease)
 
 
 def _lookup(j: JournalWriter) -> None:
@@ -88,56 +105,68 @@ def build_sample_store(root: Path, *, corrupt: bool = True, markup: bool = True)
     ticket = ToolCall("c2", "create_ticket", {"summary": "billing dashboard access"})
 
     j = JournalWriter(store, "laptop-1039", T0)
-    j.start("My laptop will not boot.")
-    _lookup(j)
-    j.asks(2, ToolCall("c2", "create_ticket", {"summary": "laptop does not boot"}))
-    j.tool("tool/2/0/create_ticket", "TICKET-1039", write=True)
-    answer = Message("assistant", "Ticket filed: TICKET-1039")
-    j.model(3, answer)
-    j.add("run.completed", data={"message": answer.to_dict()})
-    j.outcome(Status.COMPLETED, message=answer)
+    with j.attempt("worker-1"):
+        j.start("My laptop will not boot.")
+        _lookup(j)
+        j.asks(2, ToolCall("c2", "create_ticket", {"summary": "laptop does not boot"}))
+        j.tool("tool/2/0/create_ticket", "TICKET-1039", write=True)
+        answer = Message("assistant", "Ticket filed: TICKET-1039")
+        j.model(3, answer)
+        j.add("run.completed", data={"message": answer.to_dict()})
+        j.outcome(Status.COMPLETED, message=answer)
 
     j = JournalWriter(store, "billing-1042", T0 + 600)
-    j.start(INPUT)
-    _lookup(j)
-    pending = j.asks(2, ticket)
-    j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
+    with j.attempt("worker-1"):
+        j.start(INPUT)
+        _lookup(j)
+        pending = j.asks(2, ticket)
+        j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
 
     j = JournalWriter(store, "vpn-1043", T0 + 300)
-    j.start("The VPN rejects my token.")
-    _lookup(j)
-    pending = j.asks(2, ToolCall("c2", "create_ticket", {"summary": "reset VPN token"}))
-    j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
+    with j.attempt("worker-1"):
+        j.start("The VPN rejects my token.")
+        _lookup(j)
+        pending = j.asks(2, ToolCall("c2", "create_ticket", {"summary": "reset VPN token"}))
+        j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
     j.signal("approve", {"marker": pending[0].marker}, "alice", "urgent")
-    j.tool("tool/2/0/create_ticket", None, write=True)
-    j.outcome(Status.INDETERMINATE, step="tool/2/0/create_ticket")
+    with j.attempt("worker-2"):
+        j.tool("tool/2/0/create_ticket", None, write=True)
+        j.outcome(Status.INDETERMINATE, step="tool/2/0/create_ticket")
 
     j = JournalWriter(store, "refund-1041", T0 + 1200)
-    j.start("Refund my last invoice.")
-    j.add("step.started", "llm/1", "model")
-    j.outcome(Status.FAILED, error=REFUND_ERROR)
+    with j.attempt("worker-1"):
+        j.start("Refund my last invoice.")
+        j.add("step.started", "llm/1", "model")
+        j.outcome(Status.FAILED, error=REFUND_ERROR)
     # What a worker records after two failed attempts (its own file today; the store's later).
     store.write_failures(
         "refund-1041", Attempts(2, 0, j.at, f"ServerError: {REFUND_ERROR}").__dict__
     )
 
     j = JournalWriter(store, "wifi-1046", T0 + 2400)
-    j.start("Guest wifi for the visitors.")
-    _lookup(j)
-    pending = j.asks(2, ToolCall("c2", "create_ticket", {"summary": "guest wifi"}))
-    j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
+    with j.attempt("worker-1"):
+        j.start("Guest wifi for the visitors.")
+        _lookup(j)
+        pending = j.asks(2, ToolCall("c2", "create_ticket", {"summary": "guest wifi"}))
+        j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
     j.signal("approve", {"marker": pending[0].marker}, "bob", None)
-    j.tool("tool/2/0/create_ticket", "TICKET-1046", write=True)
+    with j.attempt("worker-2"):  # stopped between steps (a worker shutting down)
+        j.tool("tool/2/0/create_ticket", "TICKET-1046", write=True)
 
     j = JournalWriter(store, "onboard-1047", T0 + 3000)
-    j.start("Set up accounts for a new hire.")
+    j.start("Set up accounts for a new hire.")  # submitted; no worker has taken it yet
+
+    build_killed_run(store)
 
     if markup:
         j = JournalWriter(store, "markup-1048", T0 + 1800)
-        j.start("[bold]escalate[/bold] this")
-        _lookup(j)
-        pending = j.asks(2, ToolCall("c2", "create_ticket", dict(MARKUP_ARGS)), says=MARKUP_SAYS)
-        j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
+        with j.attempt("worker-1"):
+            j.start("[bold]escalate[/bold] this")
+            _lookup(j)
+            pending = j.asks(
+                2, ToolCall("c2", "create_ticket", dict(MARKUP_ARGS)), says=MARKUP_SAYS
+            )
+            j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
 
     if corrupt:
         j = JournalWriter(store, "broken-1040", T0 + 900)
@@ -149,3 +178,26 @@ def build_sample_store(root: Path, *, corrupt: bool = True, markup: bool = True)
         lines[1] = lines[1].replace(b'"llm/1"', b'"llm/9"')  # the crc no longer matches
         path.write_bytes(b"\n".join(lines))
     return store
+
+
+AUDIT = "audit-1049"
+
+
+def build_killed_run(store: FileStore) -> None:
+    """``audit-1049``: its first worker was killed inside its second model call, the next one
+    replayed two steps, re-ran that call and was killed inside its third: ready, and the next
+    attempt replays four steps and re-runs llm/3."""
+    j = JournalWriter(store, AUDIT, T0 + 2700)
+
+    def audit(turn: int, topic: str) -> None:
+        call = ToolCall(f"a{turn}", "lookup_policy", {"topic": topic})
+        j.asks(turn, call)
+        j.tool(f"tool/{turn}/0/lookup_policy", f"{topic}: access needs a ticket.")
+
+    with j.attempt("worker-1", killed=True):
+        j.start("Audit my access to billing, VPN and CRM.")
+        audit(1, "billing")
+        j.add("step.started", "llm/2", "model")  # killed while the model thought
+    with j.attempt("worker-2", killed=True):
+        audit(2, "vpn")
+        j.add("step.started", "llm/3", "model")  # killed again

@@ -18,6 +18,8 @@ def one_line(value: Any, limit: int = _LIMIT) -> str:
     """``value`` squeezed onto one line and cut to ``limit`` characters."""
     s = value if isinstance(value, str) else _json(value)
     s = " ".join(s.split())
+    if not s.isprintable():  # control characters shown escaped, never sent to the terminal
+        s = "".join(c if c.isprintable() else repr(c)[1:-1] for c in s)
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 

@@ -1,19 +1,24 @@
-"""The store as the TUI knows it: one followed journal per run, folded with ``view_run``.
+"""The store as the TUI knows it: every run's summary, and the one run being looked at whole.
 
 Everything goes through the ``Store`` protocol (a FileStore or a PostgresStore, the TUI cannot
-tell): the store's summaries say which runs moved, ``load_since`` reads only their new records.
-Status always comes from the core fold (``view_run``, or ``view_store`` for a journal that does
-not load); this module only decides what to re-read. Its methods do I/O and are meant to run
-off the event loop.
+tell). The table comes from ``summaries()`` (one listing, no journal read per run) and from
+``summary(run)`` for the runs a change notice names; only the followed run's records are
+read, with ``load_since`` so that following it reads only what is new. Status always comes
+from the core fold (the stores' summaries and ``view_run`` share it). Its methods do I/O and
+are meant to run off the event loop: summaries and the followed run each under their own lock,
+so a long rescan never holds up the timeline.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from durableagent import (
+    Attempt,
     DurableAgentError,
     FileStore,
     Record,
@@ -24,37 +29,33 @@ from durableagent import (
     view_run,
     view_store,
 )
-
-# What a summary says changed: the journal's end, the status, the lease.
-Signature = tuple[int, str, bool, str]
-
-
-@dataclass
-class _Tail:
-    records: list[Record] = field(default_factory=list)
-    signature: Signature | None = None
-    corrupt: bool = False
-    boundary: int | None = None  # the seq an unfinished attempt ended at
+from durableagent.stores.protocol import LOST
 
 
 @dataclass(frozen=True)
 class Changes:
-    """What a refresh found: new or changed views, and runs that are gone."""
+    """What a refresh found: new or changed summaries, runs that are gone, and runs whose
+    worker was lost (its attempt ended without saying: killed) since the last look."""
 
-    views: dict[str, RunView] = field(default_factory=dict)
+    summaries: dict[str, Summary] = field(default_factory=dict)
     removed: frozenset[str] = frozenset()
-    resumed: dict[str, int | None] = field(default_factory=dict)  # see resumed_at
+    lost: dict[str, Attempt] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.views or self.removed)
+        return bool(self.summaries or self.removed)
 
 
-def _signature(s: Summary) -> Signature:
-    return (s.last_seq, str(s.status), s.leased, s.waiting_on)
+@dataclass(frozen=True)
+class Followed:
+    """The run being looked at: its whole view and its attempts."""
+
+    run_id: str
+    view: RunView
+    attempts: tuple[Attempt, ...] = ()
 
 
 class StoreTracker:
-    """Per-run tails over a store; every method returns the views that changed.
+    """Summaries of every run, and the records of one followed run.
 
     ``source`` is a Store, or a directory that becomes a FileStore once it exists (the TUI
     never creates a store)."""
@@ -66,8 +67,12 @@ class StoreTracker:
             self._path = Path(source)
         else:
             self._store = source
-        self._tails: dict[str, _Tail] = {}
-        self._leased: set[str] = set()
+        self.known: dict[str, Summary] = {}
+        self.running: set[str] = set()  # runs whose lease was held at the last look
+        self.summaries_lock = threading.Lock()
+        self.follow_lock = threading.Lock()
+        self._records: list[Record] = []
+        self._followed: str | None = None
 
     @property
     def store(self) -> Store | None:
@@ -76,87 +81,124 @@ class StoreTracker:
             self._store = FileStore(self._path, create=False)
         return self._store
 
-    def run_ids(self) -> list[str]:
-        """The runs known so far."""
-        return list(self._tails)
+    # -- summaries ----------------------------------------------------------------------------
 
-    def resumed_at(self, rid: str) -> int | None:
-        """The last seq before a resumed attempt's first record (signals in between belong to
-        the wait), or None when the run has not resumed since an unfinished attempt."""
-        tail = self._tails.get(rid)
-        if tail is None or tail.boundary is None:
+    def count(self) -> int | None:
+        """How many runs the store holds (one listing), for the header while it loads."""
+        store = self.store
+        if store is None:
             return None
-        for r in tail.records[tail.boundary :]:
-            if r.type != "signal":
-                return r.seq - 1
-        return None
+        try:
+            return len(store.run_ids())
+        except DurableAgentError:
+            return None
 
     def scan(self) -> Changes:
-        """Look at every run through the store's summaries; re-read those that moved. The
-        safety net for missed change notices, and the whole of polling mode."""
-        store = self.store
-        if store is None:
-            gone = frozenset(self._tails)
-            self._tails.clear()
-            return Changes(removed=gone)
-        summaries = {s.run_id: s for s in store.summaries()}
-        gone = frozenset(self._tails.keys() - summaries.keys())
-        for rid in gone:
-            self._tails.pop(rid, None)
-        moved = [
-            rid
-            for rid, s in summaries.items()
-            if (tail := self._tails.get(rid)) is None or tail.signature != _signature(s)
-        ]
-        changes = self.refresh(moved, summaries)
-        return Changes(changes.views, changes.removed | gone, changes.resumed)
+        """Every run's summary (``summaries()``), diffed against what is known: the safety net
+        for missed change notices, the first load, and the whole of polling mode."""
+        with self.summaries_lock:
+            store = self.store
+            if store is None:
+                gone = frozenset(self.known)
+                self.known.clear()
+                return Changes(removed=gone)
+            fresh = {s.run_id: s for s in store.summaries()}
+            gone = frozenset(self.known.keys() - fresh.keys())
+            for rid in gone:
+                del self.known[rid]
+            return self._diff(store, fresh.values(), gone)
 
-    def refresh(
-        self, run_ids: list[str] | set[str], summaries: dict[str, Summary] | None = None
-    ) -> Changes:
-        """Re-read the given runs (new records only) and fold them again."""
-        views: dict[str, RunView] = {}
-        removed: set[str] = set()
-        store = self.store
-        if store is None:
-            return Changes(removed=frozenset(self._tails))
-        for rid in run_ids:
-            summary = summaries.get(rid) if summaries is not None else store.summary(rid)
-            if summary is None:
-                if self._tails.pop(rid, None) is not None:
-                    removed.add(rid)
-                continue
-            views[rid] = self._read(store, rid, summary)
-        resumed = {rid: self.resumed_at(rid) for rid in views}
-        return Changes(views, frozenset(removed), resumed)
+    def refresh(self, run_ids: list[str] | set[str]) -> Changes:
+        """The summaries of the given runs (``summary(run)`` each)."""
+        with self.summaries_lock:
+            store = self.store
+            if store is None:
+                return Changes()
+            fresh: list[Summary] = []
+            gone: set[str] = set()
+            for rid in run_ids:
+                try:
+                    s = store.summary(rid)
+                except DurableAgentError:
+                    continue  # an id the store refuses: nothing to show
+                if s is not None:
+                    fresh.append(s)
+                elif self.known.pop(rid, None) is not None:
+                    gone.add(rid)
+            return self._diff(store, fresh, frozenset(gone))
 
     def recheck_leases(self) -> Changes:
-        """Refold the runs shown as running whose lease is gone: a worker that dies leaves
-        no change notice behind."""
+        """The runs shown as running whose lease is gone: a worker that dies leaves no change
+        notice behind."""
         store = self.store
-        if store is None:
+        if store is None or not self.running:
             return Changes()
-        dead = [rid for rid in self._leased if not store.is_leased(rid)]
+        dead = [rid for rid in list(self.running) if not store.is_leased(rid)]
         return self.refresh(dead) if dead else Changes()
 
-    def _read(self, store: Store, rid: str, summary: Summary) -> RunView:
-        tail = self._tails.get(rid)
-        if tail is None or tail.corrupt or summary.last_seq < len(tail.records):
-            tail = self._tails[rid] = _Tail()
-        tail.signature = _signature(summary)
-        try:
-            tail.records.extend(store.load_since(rid, len(tail.records)))
-        except DurableAgentError:
-            # The core fold names the line and the reason of a journal that does not load.
-            tail.corrupt = True
-            self._leased.discard(rid)
-            return view_store(store, rid)
-        leased = summary.leased
-        view = view_run(tail.records, outcome=store.last_outcome(rid), leased=leased, run_id=rid)
-        if view.outcome is not None and view.outcome.status != "completed":
-            tail.boundary = view.outcome.seq
-        if view.status == RunStatus.RUNNING:
-            self._leased.add(rid)
-        else:
-            self._leased.discard(rid)
-        return view
+    def _diff(self, store: Store, fresh: Iterable[Summary], gone: frozenset[str]) -> Changes:
+        changed: dict[str, Summary] = {}
+        lost: dict[str, Attempt] = {}
+        known = self.known
+        for s in fresh:
+            old = known.get(s.run_id)
+            if old == s:
+                continue
+            known[s.run_id] = s
+            changed[s.run_id] = s
+            if s.leased:
+                self.running.add(s.run_id)
+            elif s.run_id in self.running:
+                self.running.discard(s.run_id)
+                last = _last_attempt(store, s.run_id)
+                if last is not None and last.ended == LOST:
+                    lost[s.run_id] = last
+        self.running -= gone
+        return Changes(changed, gone, lost)
+
+    # -- the followed run ----------------------------------------------------------------------
+
+    def follow(self, run_id: str) -> Followed | None:
+        """The run's whole view and attempts, reading only the records added since the last
+        call for the same run. None when the run is gone."""
+        with self.follow_lock:
+            store = self.store
+            if store is None:
+                return None
+            if run_id != self._followed:
+                self._followed, self._records = run_id, []
+            summary = self.known.get(run_id)
+            records = self._records
+            try:
+                if summary is not None and summary.last_seq < len(records):
+                    records.clear()  # the journal shrank (restored from a copy): read it again
+                records.extend(store.load_since(run_id, len(records)))
+            except DurableAgentError:
+                # The core fold names the line and the reason of a journal that does not load.
+                self._records = []
+                return Followed(run_id, view_store(store, run_id))
+            if not records:
+                return None
+            leased = summary.leased if summary is not None else store.is_leased(run_id)
+            outcome = store.last_outcome(run_id)
+            view = view_run(records, outcome=outcome, leased=leased, run_id=run_id)
+            try:
+                attempts = tuple(store.attempts(run_id))
+            except DurableAgentError:
+                attempts = ()
+            return Followed(run_id, view, attempts)
+
+    def view(self, run_id: str) -> RunView:
+        """A fresh view of any run (for a dialog on a run not yet followed)."""
+        store = self.store
+        if store is None:
+            return RunView(run_id=run_id, status=RunStatus.CORRUPT, error="the store is gone")
+        return view_store(store, run_id)
+
+
+def _last_attempt(store: Store, run_id: str) -> Attempt | None:
+    try:
+        attempts = store.attempts(run_id)
+    except DurableAgentError:
+        return None
+    return attempts[-1] if attempts else None

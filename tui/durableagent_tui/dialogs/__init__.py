@@ -6,6 +6,7 @@ from .approve import ApproveDialog
 from .base import Act, ActingDialog, login_name
 from .confirm import ConfirmDialog
 from .help import HelpScreen
+from .plan import PlanScreen
 from .reconcile import ReconcileDialog
 from .retry import RetryDialog
 
@@ -15,6 +16,7 @@ __all__ = [
     "ApproveDialog",
     "ConfirmDialog",
     "HelpScreen",
+    "PlanScreen",
     "ReconcileDialog",
     "RetryDialog",
     "login_name",

@@ -20,6 +20,7 @@ newest activity first within a group.
   a          approve or deny the run's pending calls
   r          reconcile its indeterminate write
   R          retry a failed run now (agentrun retry; asks)
+  p          the recovery plan: what its next attempt will do
   enter      open the run's timeline
   esc        back: record → timeline → runs; clears a filter
   j k ↓ ↑    move in a table

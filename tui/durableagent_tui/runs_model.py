@@ -1,0 +1,172 @@
+"""The runs as the table orders and filters them: the store's summaries, kept sorted by keyed
+diff. No Textual here, and no I/O: 100,000 runs are a dict and two sorted lists of run ids.
+
+A change moves one id: bisect out at its old sort key, bisect in at its new one (a memmove,
+not a sort). Only a batch larger than ``RESORT_SHARE`` of the store (a rescan after a burst)
+sorts once instead. The filter narrows the previous matches while the text grows, so each
+keystroke scans at most the runs still shown.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import Counter
+from collections.abc import Iterable
+
+from durableagent import NEEDS_HUMAN, RunStatus, Summary
+
+from .styles import LOOKS, RANK
+
+SortKey = tuple[int, float, str]
+RESORT_SHARE = 0.02  # a batch changing more than this share of the runs sorts them once
+
+
+def sort_key(s: Summary) -> SortKey:
+    """Attention first (by status group), newest activity first within a group."""
+    return (RANK[s.status], -(s.last_activity or 0.0), s.run_id)
+
+
+def haystack(s: Summary) -> str:
+    """What the filter looks in: the run id, the status and its short word, lower case."""
+    return f"{s.run_id.lower()}\n{s.status}\n{LOOKS[s.status].word}"
+
+
+class RunRows:
+    """Every run's summary, ``order`` (all runs, attention first) and ``shown`` (the ones the
+    filter matches, in the same order; the same list as ``order`` when there is no filter)."""
+
+    def __init__(self) -> None:
+        self.summaries: dict[str, Summary] = {}
+        self.order: list[str] = []
+        self.shown: list[str] = self.order
+        self.counts: Counter[RunStatus] = Counter()
+        self.filter = ""
+        # The widest id and counts seen: a column never narrows under the eye.
+        self.id_width = 0
+        self.steps_width = 1
+        self.llm_width = 1
+        self.sorts = 0  # full sorts so far (tests check a change does not cause one)
+        self._keys: dict[str, SortKey] = {}
+        self._hay: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.summaries)
+
+    # -- changes -----------------------------------------------------------------------------
+
+    def update(self, changed: Iterable[Summary], removed: Iterable[str] = ()) -> set[str]:
+        """Apply new summaries and removed runs; the ids whose row changed."""
+        fresh = [s for s in changed if self.summaries.get(s.run_id) != s]
+        gone = [rid for rid in removed if rid in self.summaries]
+        if not fresh and not gone:
+            return set()
+        if len(fresh) + len(gone) > max(64, RESORT_SHARE * len(self.summaries)):
+            return self._bulk(fresh, gone)
+        for rid in gone:
+            self._take_out(rid)
+            self._forget(rid)
+        for s in fresh:
+            if s.run_id in self.summaries:
+                self._take_out(s.run_id)
+            self._note(s)
+            self._put_in(s.run_id)
+        return {s.run_id for s in fresh} | set(gone)
+
+    def _bulk(self, fresh: list[Summary], gone: list[str]) -> set[str]:
+        summaries, keys, hay = self.summaries, self._keys, self._hay
+        for rid in gone:
+            del summaries[rid], keys[rid], hay[rid]
+        summaries.update({s.run_id: s for s in fresh})
+        keys.update({s.run_id: sort_key(s) for s in fresh})
+        hay.update({s.run_id: haystack(s) for s in fresh})
+        self.counts = Counter(s.status for s in summaries.values())
+        self.id_width = max(self.id_width, max((len(s.run_id) for s in fresh), default=0))
+        self.steps_width = max(self.steps_width, len(str(max((s.steps for s in fresh), default=0))))
+        self.llm_width = max(
+            self.llm_width, len(str(max((s.model_calls for s in fresh), default=0)))
+        )
+        self.sorts += 1
+        self.order = sorted(keys, key=keys.__getitem__)
+        self.shown = self.order if not self.filter else self._matching(self.order, self.filter)
+        return {s.run_id for s in fresh} | set(gone)
+
+    def _note(self, s: Summary) -> None:
+        rid = s.run_id
+        old = self.summaries.get(rid)
+        if old is not None:
+            self.counts[old.status] -= 1
+            if not self.counts[old.status]:
+                del self.counts[old.status]
+        self.summaries[rid] = s
+        self.counts[s.status] += 1
+        self._keys[rid] = sort_key(s)
+        self._hay[rid] = haystack(s)
+        self.id_width = max(self.id_width, len(rid))
+        self.steps_width = max(self.steps_width, len(str(s.steps)))
+        self.llm_width = max(self.llm_width, len(str(s.model_calls)))
+
+    def _forget(self, rid: str) -> None:
+        old = self.summaries.pop(rid)
+        self.counts[old.status] -= 1
+        if not self.counts[old.status]:
+            del self.counts[old.status]
+        del self._keys[rid], self._hay[rid]
+
+    def _take_out(self, rid: str) -> None:
+        """Remove ``rid`` from the sorted lists, found at its current key."""
+        for rows in self._lists():
+            i = self._find(rows, rid)
+            if i is not None:
+                del rows[i]
+
+    def _put_in(self, rid: str) -> None:
+        key = self._keys[rid]
+        get = self._keys.__getitem__
+        self.order.insert(bisect.bisect_left(self.order, key, key=get), rid)
+        if self.shown is not self.order and self.filter in self._hay[rid]:
+            self.shown.insert(bisect.bisect_left(self.shown, key, key=get), rid)
+
+    def _lists(self) -> list[list[str]]:
+        return [self.order] if self.shown is self.order else [self.order, self.shown]
+
+    def _find(self, rows: list[str], rid: str) -> int | None:
+        key = self._keys.get(rid)
+        if key is None:
+            return None
+        i = bisect.bisect_left(rows, key, key=self._keys.__getitem__)
+        return i if i < len(rows) and rows[i] == rid else None
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def index(self, rid: str | None) -> int | None:
+        """Where ``rid`` is among the shown runs (a bisect), or None."""
+        return None if rid is None else self._find(self.shown, rid)
+
+    def needing_human(self) -> list[str]:
+        """The shown runs that need a human, in table order: they sort first, so this reads
+        only the top of the list."""
+        out = []
+        for rid in self.shown:
+            if self.summaries[rid].status not in NEEDS_HUMAN:
+                break
+            out.append(rid)
+        return out
+
+    # -- the filter --------------------------------------------------------------------------
+
+    def set_filter(self, text: str) -> None:
+        """Show only runs whose id or status contains ``text`` (case-insensitive)."""
+        text = text.strip().lower()
+        if text == self.filter:
+            return
+        if not text:
+            self.shown = self.order
+        elif self.filter and self.filter in text:
+            self.shown = self._matching(self.shown, text)  # narrowing: look at matches only
+        else:
+            self.shown = self._matching(self.order, text)
+        self.filter = text
+
+    def _matching(self, rows: list[str], text: str) -> list[str]:
+        hay = self._hay
+        return [rid for rid in rows if text in hay[rid]]
