@@ -21,7 +21,9 @@ Runs the demo store holds (``build_demo_store``):
 - ``vpn-access``: failed three times (the policy service is down: delete
   ``.demo/policy-service-down``, then ``agentrun retry vpn-access``).
 - ``password-reset``: ready (submitted, never run).
-- ``access-audit``: ready and slow (about a second per step), so a worker visibly replays it.
+- ``access-audit``: slow (about a second per step). A child process ran it and was SIGKILLed
+  inside its third model call: ready, its attempt lost; the demo's worker resumes it, replaying
+  the four steps that have results and re-running the call that was cut off.
 """
 
 from __future__ import annotations
@@ -96,7 +98,10 @@ def _is_audit(messages: Sequence[Message]) -> bool:
     return "audit" in _request(messages).lower()
 
 
-AUDIT_TOPICS = ("audit:billing", "audit:vpn", "audit:crm")
+AUDIT_TOPICS = ("audit:billing", "audit:vpn", "audit:crm", "audit:hardware", "audit:access")
+AUDIT_KILLED_AT = 3  # the audit's model call the demo's child process is killed in
+KILL_AUDIT = "llm/3"  # crash_in for that child: a model step, not a tool
+BUILDER = "demo-build"  # the lease owner of the runs the demo store is built with
 
 
 def reply(messages: Sequence[Message]) -> Message:
@@ -127,23 +132,42 @@ def reply(messages: Sequence[Message]) -> Message:
                 )
             )
         return Message("assistant", tool_calls=tuple(calls))
-    outcomes = [r.content for r in results[1:]]
-    if any(o.startswith("denied") for o in outcomes):
-        return Message("assistant", f"I could not file your request: {outcomes[0]}.")
-    return Message("assistant", "Done: " + "; ".join(outcomes) + ".")
+    return Message("assistant", _report(results[1:]))
+
+
+def _report(results: Sequence[Message]) -> str:
+    """What the agent tells the user once its writes ran: the real ticket id it filed."""
+    denied = [r.content for r in results if r.content.startswith("denied")]
+    if denied:
+        return f"I could not file your request: {denied[0]}."
+    said = []
+    for r in results:
+        if r.name == "create_ticket":
+            said.append(f"Filed {r.content} for you")
+        elif r.name == "send_email":
+            said.append(f"{r.content[:1].upper()}{r.content[1:]}")
+        else:
+            said.append(r.content)
+    return "; ".join(said) + "."
 
 
 class DemoModel:
     """The scripted demo model, paced: the audit run takes ``pace`` seconds per model call so
-    that its records arrive visibly."""
+    that its records arrive visibly. ``kill_audit_at``: SIGKILL this process inside the
+    audit's model call of that turn (its start is recorded; its result never is)."""
 
-    def __init__(self, pace: float = PACE) -> None:
+    def __init__(self, pace: float = PACE, kill_audit_at: int | None = None) -> None:
         self.pace = pace
+        self.kill_audit_at = kill_audit_at
         self.scripted = ScriptedModel(reply)
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
-        if self.pace and _is_audit(messages):
-            await asyncio.sleep(self.pace)
+        if _is_audit(messages):
+            turn = 1 + sum(1 for m in messages if m.role == "assistant")
+            if turn == self.kill_audit_at:
+                os.kill(os.getpid(), signal.SIGKILL)
+            if self.pace:
+                await asyncio.sleep(self.pace)
         return await self.scripted.complete(messages, tools)
 
 
@@ -305,7 +329,8 @@ async def demo_agent(
         if crash_in == "create_ticket":
             tickets = [_crashing(t, crash_in) for t in tickets]
         tools = demo_tools(root, pace=pace, crash_in=crash_in, tickets=tickets)
-        config = AgentConfig(model=DemoModel(pace), tools=tools, system=SYSTEM)
+        kill_at = AUDIT_KILLED_AT if crash_in == KILL_AUDIT else None
+        config = AgentConfig(model=DemoModel(pace, kill_at), tools=tools, system=SYSTEM)
         yield Agent(config, gate_for(tools))
 
 
@@ -362,7 +387,7 @@ RUNS = {
     "crm-access": "I need access to the CRM; please email my manager when it is filed.",
     "vpn-access": "I cannot connect to the VPN from home.",
     "password-reset": "I forgot my password for the HR portal.",
-    "access-audit": "Please audit my access rights across billing, VPN and CRM.",
+    "access-audit": "Please audit my access rights: billing, VPN, CRM, hardware, shared drives.",
 }
 
 
@@ -392,9 +417,11 @@ def build_demo_store(root: Path) -> None:
 
 
 async def _build(store: FileStore) -> None:
-    # The two children that crash inside crm-access start now: they load the MCP SDK and
-    # connect while this process builds the other runs, then wait for their turn.
+    # The children that crash start now: they load the MCP SDK and connect while this
+    # process builds the other runs, then wait for their turn. Two die inside crm-access's
+    # writes; one inside access-audit's third model call.
     children = [_CrashChild(store.root, "crm-access", t) for t in ("create_ticket", "send_email")]
+    children.append(_CrashChild(store.root, "access-audit", KILL_AUDIT))
     try:
         async with demo_agent(store.root, pace=0, in_process=True) as agent:
             await _build_runs(store, Config(agent.config, agent.gate, store), children)
@@ -409,13 +436,13 @@ async def _build_runs(store: FileStore, config: Config, children: list[_CrashChi
         return [Message("user", RUNS[run_id])]
 
     async def until_pending(run_id: str) -> list[str]:
-        outcome = await run(config, run_id, start(run_id))
+        outcome = await run(config, run_id, start(run_id), owner=BUILDER)
         assert outcome.status == Status.AWAITING_APPROVAL, outcome
         return [p.marker for p in outcome.pending]
 
     for marker in await until_pending("billing-access"):
         send_signal(store, "billing-access", "approve", {"marker": marker}, by="demo")
-    await run(config, "billing-access", None)
+    await run(config, "billing-access", None, owner=BUILDER)
 
     for marker in await until_pending("admin-rights"):
         send_signal(
@@ -426,7 +453,7 @@ async def _build_runs(store: FileStore, config: Config, children: list[_CrashChi
             by="demo",
             reason="production admin rights need a change request",
         )
-    await run(config, "admin-rights", None)
+    await run(config, "admin-rights", None, owner=BUILDER)
 
     await until_pending("laptop-broken")
     await until_pending("shared-drive")
@@ -442,22 +469,25 @@ async def _build_runs(store: FileStore, config: Config, children: list[_CrashChi
     submit(store, "vpn-access", start("vpn-access"))
     for _ in range(3):  # a worker's whole budget, so the demo's worker leaves it failed
         try:
-            await run(config, "vpn-access", None)
+            await run(config, "vpn-access", None, owner=BUILDER)
         except ConnectionError as e:
             note_failure(store, "vpn-access", e)
 
     submit(store, "password-reset", start("password-reset"))
     submit(store, "access-audit", start("access-audit"))
+    # A worker killed partway: the demo's worker resumes it and replays what has results.
+    await asyncio.to_thread(children[2].crash)  # inside the audit's third model call
 
-    for run_id in ("crm-access", "vpn-access"):
+    for run_id in ("crm-access", "vpn-access", "access-audit"):
         status = view_store(store, run_id).status
-        if status not in ("indeterminate", "failed"):
+        if status not in ("indeterminate", "failed", "ready"):
             raise StoreError(f"demo: run {run_id} ended {status}; the demo store is incomplete")
 
 
 class _CrashChild:
-    """A child process that resumes ``run_id`` and SIGKILLs itself inside ``tool``. It starts
-    at once (loading what it needs) and resumes the run only when :meth:`crash` says so."""
+    """A child process that resumes ``run_id`` and SIGKILLs itself inside ``tool`` (or inside
+    the audit's model call, for ``KILL_AUDIT``). It starts at once (loading what it needs) and
+    resumes the run only when :meth:`crash` says so."""
 
     def __init__(self, root: Path, run_id: str, tool: str) -> None:
         self.tool = tool
@@ -492,7 +522,8 @@ def _crash_child(root: Path, run_id: str, tool: str) -> None:
         async with demo_agent(root, pace=0, crash_in=tool, in_process=True) as agent:
             if not await asyncio.to_thread(sys.stdin.readline):  # the builder says when
                 return  # it went away: nothing to do
-            await run(Config(agent.config, agent.gate, FileStore(root)), run_id, None)
+            store = FileStore(root)
+            await run(Config(agent.config, agent.gate, store), run_id, None, owner="demo-child")
 
     asyncio.run(crash())
 
