@@ -1,8 +1,9 @@
 """Regenerate the README pictures: ``python screenshots/make.py``.
 
 Builds the demo store (``durableagent.demo.build_demo_store``) in a temporary directory, opens
-the supervisor on it headless, and saves SVGs of the main screen, the approve dialog and the
-reconcile dialog next to this file.
+the supervisor on it headless, and saves SVGs next to this file: the main screen, the approve
+dialog, the reconcile dialog (with the id of the ticket the killed process really filed), the
+slow run's timeline after its worker was killed, and that run's recovery plan.
 """
 
 from __future__ import annotations
@@ -10,40 +11,69 @@ from __future__ import annotations
 import asyncio
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from durableagent import RunStatus
-from durableagent.demo import build_demo_store
+from durableagent.demo import build_demo_store, read_list
 from durableagent_tui.app import SupervisorApp
 
 HERE = Path(__file__).parent
-SIZE = (120, 36)
+SIZE = (160, 44)
 
 
 async def shoot(root: Path) -> list[Path]:
-    """Open the app on ``root`` and save the three pictures."""
+    """Open the app on ``root`` and save the pictures."""
     app = SupervisorApp(root, label="demo store", cursor_blink=False)
     saved: list[Path] = []
-    async with app.run_test(size=SIZE) as pilot:
-        while not app.loaded:
+
+    async def settle(run_id: str | None = None) -> None:
+        """Wait until the timeline shows the run under the cursor, then for the screen."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            selected = app.table.selected_run
+            followed = app.followed.run_id if app.followed is not None else None
+            if app.loaded and selected == followed and (run_id is None or selected == run_id):
+                break
             await pilot.pause(0.05)
-        await pilot.pause()
+        # Every worker but the change feed's, which runs as long as the app (an empty list
+        # would mean every worker).
+        busy = [w for w in app.workers if w.group != "watch"]
+        if busy:
+            await app.workers.wait_for_complete(busy)
+        for _ in range(3):
+            await pilot.pause()
 
-        def save(name: str) -> None:
-            saved.append(Path(app.save_screenshot(f"{name}.svg", str(HERE))))
+    def save(name: str) -> None:
+        saved.append(Path(app.save_screenshot(f"{name}.svg", str(HERE))))
 
+    async with app.run_test(size=SIZE) as pilot:
+        await settle()
         save("main")
         awaiting = max(
-            (v for v in app.views.values() if v.status == RunStatus.AWAITING_APPROVAL),
-            key=lambda v: len(v.pending),
+            (s for s in app.summaries.values() if s.status == RunStatus.AWAITING_APPROVAL),
+            key=lambda s: len(s.pending),
         )
         app.table.move_cursor(row=app.table.get_row_index(awaiting.run_id))
+        await settle(awaiting.run_id)
         await pilot.press("a")
-        await pilot.pause()
+        await settle()
         save("approve")
-        await pilot.press("escape", "n", "r", *"TICKET-7")
-        await pilot.pause()
+        # The ticket the killed process filed before it could record it: what a human finds
+        # in the ticket system and types in.
+        ticket = next(t["id"] for t in read_list(root, "tickets") if "CRM" in t["summary"])
+        await pilot.press("escape", "n")
+        await settle()
+        await pilot.press("r", *ticket)
+        await settle()
         save("reconcile")
+        await pilot.press("escape")
+        app.table.move_cursor(row=app.table.get_row_index("access-audit"))
+        await settle("access-audit")
+        save("attempts")
+        await pilot.press("p")
+        await settle()
+        save("plan")
     return saved
 
 

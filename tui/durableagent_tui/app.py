@@ -129,6 +129,8 @@ class SupervisorApp(App[int]):
         self.query_one("#filter", Input).cursor_blink = self.cursor_blink
         self.query_one("#filter").display = False
         self.query_one("#runs", RunsTable).focus()
+        self._update_empty()
+        self._ticking = self.set_interval(1.0, self.header.tick)  # the loading seconds
         self._load()
 
     @property
@@ -170,6 +172,7 @@ class SupervisorApp(App[int]):
 
     def _loaded(self, changes: Changes) -> None:
         self.loaded = True
+        self._ticking.stop()
         self.apply(changes, initial=True)
         if not self.live:
             self.header.set_live("paused")

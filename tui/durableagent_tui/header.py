@@ -87,5 +87,5 @@ class StoreHeader(Static):
             if n:
                 look = LOOKS[status]
                 counts.append("  ")
-                counts.append(f"{look.glyph} {n} {look.word}", style=look.style)
+                counts.append(f"{look.glyph} {n:,} {look.word}", style=look.style)
         self.update(Text("\n").join([top, counts]))
