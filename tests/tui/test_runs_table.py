@@ -201,3 +201,18 @@ async def test_only_the_rows_on_screen_are_drawn_and_the_filter_answers_each_key
             assert app.table.row_count == want  # matches shown as you type
         assert app.table.shown()[0] == "run-0550"  # awaiting first
         assert "run-0550" in line_with(app, "▲ awaiting")
+
+
+async def test_a_click_selects_a_run_and_a_second_click_opens_its_timeline(sample: Path) -> None:
+    before = {p.name: p.read_bytes() for p in sample.glob("*.jsonl")}
+    app = make_app(sample)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await loaded(pilot)
+        table = app.table
+        row = table.get_row_index("billing-1042")
+        await pilot.click(table, offset=(20, row + 1))  # + the header line
+        await until(pilot, lambda: app.timeline.run_id == "billing-1042")
+        assert table.selected_run == "billing-1042" and table.has_focus
+        await pilot.click(table, offset=(20, row + 1))
+        await until(pilot, lambda: app.timeline.has_focus)
+    assert {p.name: p.read_bytes() for p in sample.glob("*.jsonl")} == before  # nothing written

@@ -165,10 +165,8 @@ class SupervisorApp(App[int]):
         self.call_from_thread(self._loaded, changes)
 
     def on_unmount(self) -> None:
-        store = self.tracker.store
-        if store is not None:
-            with suppress(Exception):
-                store.close()
+        with suppress(Exception):  # closing files on the way out: nothing to report
+            self.tracker.close()
 
     def _loaded(self, changes: Changes) -> None:
         self.loaded = True

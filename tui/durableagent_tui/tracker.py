@@ -69,7 +69,7 @@ class StoreTracker:
             self._store = source
         self.known: dict[str, Summary] = {}
         self.running: set[str] = set()  # runs whose lease was held at the last look
-        self.summaries_lock = threading.Lock()
+        self.summaries_lock = threading.RLock()
         self.follow_lock = threading.Lock()
         self._records: list[Record] = []
         self._followed: str | None = None
@@ -80,6 +80,11 @@ class StoreTracker:
         if self._store is None and self._path is not None and self._path.is_dir():
             self._store = FileStore(self._path, create=False)
         return self._store
+
+    def close(self) -> None:
+        """Close the store if the tracker opened it (a store passed in is its owner's)."""
+        if self._path is not None and self._store is not None:
+            self._store.close()
 
     # -- summaries ----------------------------------------------------------------------------
 
@@ -130,11 +135,12 @@ class StoreTracker:
     def recheck_leases(self) -> Changes:
         """The runs shown as running whose lease is gone: a worker that dies leaves no change
         notice behind."""
-        store = self.store
-        if store is None or not self.running:
-            return Changes()
-        dead = [rid for rid in list(self.running) if not store.is_leased(rid)]
-        return self.refresh(dead) if dead else Changes()
+        with self.summaries_lock:
+            store = self.store
+            if store is None or not self.running:
+                return Changes()
+            dead = [rid for rid in list(self.running) if not store.is_leased(rid)]
+            return self.refresh(dead) if dead else Changes()
 
     def _diff(self, store: Store, fresh: Iterable[Summary], gone: frozenset[str]) -> Changes:
         changed: dict[str, Summary] = {}
