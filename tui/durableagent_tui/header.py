@@ -35,7 +35,8 @@ class StoreHeader(Static):
         self.counts: Counter[RunStatus] = Counter()
         self.live = "loading"
         self.last_change: float | None = None
-        self.loading_since: tuple[int | None, float] | None = None  # (runs to load, since when)
+        # (runs to load, since when) until the first counts: never "0 runs" while loading.
+        self.loading_since: tuple[int | None, float] | None = (None, time.monotonic())
 
     def on_mount(self) -> None:
         self._draw()
