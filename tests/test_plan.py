@@ -255,7 +255,34 @@ def test_the_plan_is_plain_json() -> None:
         "idempotent": False,
         "marker": marker_for(T2, TICKET.arguments),
         "seq": 8,
+        "classified_by": None,
     }
+
+
+def test_a_tools_class_says_where_it_came_from() -> None:
+    j = J().ticket_turn()
+    j.add(
+        "step.started", T2, "tool", {"write": True, "idempotent": True, "classified_by": "override"}
+    )
+    [step] = [s for s in plan(j.records).steps if s.step == T2]
+    assert step.action == RERUN and step.classified_by == "override"
+    assert step.why.startswith("an idempotent write (class from override) started at seq 8")
+    pending = awaiting((T2, TICKET))
+    pending = Outcome(
+        Status.AWAITING_APPROVAL,
+        pending=tuple(
+            Pending(
+                p.marker,
+                p.step,
+                p.tool,
+                p.arguments,
+                "write, needs approval · class from annotation",
+            )
+            for p in pending.pending
+        ),
+    )
+    [waiting] = [s for s in plan(J().ticket_turn().records, outcome=pending).steps if s.step == T2]
+    assert waiting.why.endswith("; write, needs approval · class from annotation")
 
 
 def test_no_records_no_plan() -> None:

@@ -33,11 +33,13 @@ def test_plan_of_an_indeterminate_run_names_the_blocked_write(demo: Path) -> Non
     r = agentrun("plan", "crm-access", "--store", str(demo))
     assert r.code == 0, r.err
     lines = r.out.splitlines()
-    assert "next     it stops at tool/2/0/create_ticket: an open write nobody reconciled" in r.out
+    assert "next     it stops at tool/2/1/send_email: an open write nobody reconciled" in r.out
     assert re.search(r"^  replay +llm/1 +has a result", r.out, re.M)
+    # The idempotent write that ran again after a kill has its result: replayed.
+    assert re.search(r"^  replay +tool/2/0/create_ticket +has a result", r.out, re.M)
     [stop] = [line for line in lines if line.startswith("→")]
-    assert re.match(r"→ blocked +tool/2/0/create_ticket +a write started at seq \d+", stop)
-    assert "agentrun reconcile crm-access tool/2/0/create_ticket --done RESULT" in r.out
+    assert re.match(r"→ blocked +tool/2/1/send_email +a write started at seq \d+", stop)
+    assert "agentrun reconcile crm-access tool/2/1/send_email --done RESULT" in r.out
 
 
 def test_plan_of_a_run_awaiting_approval_stops_at_its_turn(demo: Path) -> None:

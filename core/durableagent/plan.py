@@ -52,7 +52,9 @@ class PlanEnding(enum.StrEnum):
 @dataclass(frozen=True)
 class PlanStep:
     """One step of the plan. ``write`` is None when neither the journal nor a gate says;
-    ``seq`` is the record the action rests on (the result, or the latest start)."""
+    ``seq`` is the record the action rests on (the result, or the latest start);
+    ``classified_by`` where a tool's class came from, as its latest start recorded it
+    (``annotation``, ``override``, ``default``, ``gate``), or None."""
 
     step: str
     kind: str
@@ -63,6 +65,7 @@ class PlanStep:
     idempotent: bool = False
     marker: str | None = None
     seq: int | None = None
+    classified_by: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +78,7 @@ class PlanStep:
             "idempotent": self.idempotent,
             "marker": self.marker,
             "seq": self.seq,
+            "classified_by": self.classified_by,
         }
 
 
@@ -154,7 +158,7 @@ def plan(
 
     calls = _calls(steps)
     pending = {
-        p.marker
+        p.marker: p.policy
         for p in (outcome.pending if outcome and outcome.status == Status.AWAITING_APPROVAL else ())
     }
 
@@ -181,7 +185,7 @@ def plan(
         s, call = steps.get(name), calls.get(name)
         if call is not None and _turn(name) in waiting_turns and (s is None or s.result is None):
             # Every call of the turn is held, the ones before the first pending one too.
-            p = _waiting(name, call, needs_human(call), s)
+            p = _waiting(name, call, needs_human(call), s, pending.get(call.marker or "", ""))
             if needs_human(call):
                 asked.append(call.tool)
         elif stop is not None:
@@ -273,6 +277,7 @@ def _replay(s: _Step) -> PlanStep:
         write=write,
         idempotent=idem,
         seq=s.result.seq,
+        classified_by=_source(s.start),
     )
 
 
@@ -285,8 +290,13 @@ def _journaled(s: _Step, call: _Call | None) -> PlanStep:
     write, idem = _flags(s.start)
     marker = call.marker if call is not None else None
 
+    source = _source(s.start)
+    cls = f" (class from {source})" if source else ""
+
     def step(action: PlanAction, why: str, seq: int = start) -> PlanStep:
-        return PlanStep(s.name, s.kind, action, why, _tool(s.name), write, idem, marker, seq)
+        return PlanStep(
+            s.name, s.kind, action, why, _tool(s.name), write, idem, marker, seq, source
+        )
 
     if s.kind == "model":
         return step(
@@ -297,8 +307,8 @@ def _journaled(s: _Step, call: _Call | None) -> PlanStep:
     if idem:
         return step(
             PlanAction.RERUN,
-            f"an idempotent write started at seq {start} with no result: run again with the "
-            "same idempotency key, which its system deduplicates on",
+            f"an idempotent write{cls} started at seq {start} with no result: run again with "
+            "the same idempotency key, which its system deduplicates on",
         )
     rec = s.reconcile if s.reconcile is not None and s.reconcile.seq > start else None
     if rec is not None:
@@ -321,21 +331,26 @@ def _journaled(s: _Step, call: _Call | None) -> PlanStep:
             )
     return step(
         PlanAction.BLOCKED,
-        f"a write started at seq {start} with no result and no reconcile: it may or may not "
-        "have happened; the attempt stops here until a human reconciles it",
+        f"a write{cls} started at seq {start} with no result and no reconcile: it may or may "
+        "not have happened; the attempt stops here until a human reconciles it",
     )
 
 
-def _waiting(name: str, call: _Call, asks: bool, s: _Step | None) -> PlanStep:
-    """A call of a turn that waits for a human: asked about, or held with the rest."""
+def _waiting(name: str, call: _Call, asks: bool, s: _Step | None, policy: str = "") -> PlanStep:
+    """A call of a turn that waits for a human: asked about, or held with the rest.
+    ``policy``: its tool's class as the last outcome described it."""
     if asks:
         why = f"waits for a human to approve or deny it (marker {call.marker})"
+        why += f"; {policy}" if policy else ""
     else:
         why = "held: no call of its turn runs until every call that needs a human is decided"
     write, idem = _flags(s.start if s is not None else None)
     seq = s.start.seq if s is not None and s.start is not None else None
     kind = s.kind if s is not None else "tool"
-    return PlanStep(name, kind, PlanAction.WAITING, why, call.tool, write, idem, call.marker, seq)
+    source = _source(s.start) if s is not None else None
+    return PlanStep(
+        name, kind, PlanAction.WAITING, why, call.tool, write, idem, call.marker, seq, source
+    )
 
 
 def _fresh(
@@ -347,6 +362,7 @@ def _fresh(
             name, "model", PlanAction.RUN, "the next model call: runs for the first time"
         )
     write = gate.is_write(call.tool) if gate is not None else None
+    idem = bool(write) and gate is not None and gate.is_idempotent(call.tool)
     decision = decided.get(call.marker) if call.marker is not None else None
     if decision is not None:
         name_, _, by, reason = signal_fields(decision)
@@ -355,19 +371,19 @@ def _fresh(
             why = f"denied{who} (seq {decision.seq}): the refusal is recorded as its error result"
             why += f" ({reason})" if reason else ""
             return PlanStep(
-                name, "tool", PlanAction.REFUSED, why, call.tool, write, False, call.marker
+                name, "tool", PlanAction.REFUSED, why, call.tool, write, idem, call.marker
             )
         why = f"approved{who} (seq {decision.seq}): runs for the first time"
-        return PlanStep(name, "tool", PlanAction.RUN, why, call.tool, write, False, call.marker)
+        return PlanStep(name, "tool", PlanAction.RUN, why, call.tool, write, idem, call.marker)
     if gate is not None and gate.is_denied(call.tool):
         why = "denied by the gate's policy: the refusal is recorded as its error result"
-        return PlanStep(name, "tool", PlanAction.REFUSED, why, call.tool, write, False, call.marker)
+        return PlanStep(name, "tool", PlanAction.REFUSED, why, call.tool, write, idem, call.marker)
     if write is None:
         why = "asked for and never started: runs for the first time (unless the gate asks a human)"
     else:
-        what = "a write" if write else "a read"
+        what = ("an idempotent write" if idem else "a write") if write else "a read"
         why = f"asked for and never started: {what}, runs for the first time"
-    return PlanStep(name, "tool", PlanAction.RUN, why, call.tool, write, False, call.marker)
+    return PlanStep(name, "tool", PlanAction.RUN, why, call.tool, write, idem, call.marker)
 
 
 def _not_reached(name: str, s: _Step | None, call: _Call | None, stop: str) -> PlanStep:
@@ -397,6 +413,13 @@ def _flags(start: Record | None) -> tuple[bool | None, bool]:
     data = start.data if isinstance(start.data, dict) else {}
     write = data.get("write") is True
     return write, write and data.get("idempotent") is True
+
+
+def _source(start: Record | None) -> str | None:
+    """Where the tool's class came from, as its start recorded it."""
+    data = start.data if start is not None and isinstance(start.data, dict) else {}
+    source = data.get("classified_by")
+    return source if isinstance(source, str) and source else None
 
 
 def _message(data: Any) -> Message | None:
