@@ -221,7 +221,8 @@ def reconcile_facts(
         grid.add_row("decided", _signal_line(r, now))
     grid.add_row("request", request_text(view))
     tool = step.call.name if step.call is not None else (step.name.split("/")[-1])
-    hint = hints.get(tool)
+    # The app's hints first (the operator's word), else the one the tool recorded at start.
+    hint = hints.get(tool) or getattr(step, "hint", "")
     if hint:
         grid.add_row("check", Text(hint, style="bold"))
     else:
