@@ -2,13 +2,14 @@
 
 Builds the demo store (``durableagent.demo.build_demo_store``) in a temporary directory, opens
 the supervisor on it headless, and saves SVGs next to this file: the main screen, the approve
-dialog, the reconcile dialog (with the id of the ticket the killed process really filed), the
+dialog, the reconcile dialog (with the id of the mail the killed process really queued), the
 slow run's timeline after its worker was killed, and that run's recovery plan.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import tempfile
 import time
@@ -18,7 +19,7 @@ from durableagent import RunStatus
 from durableagent.demo import build_demo_store, read_list
 from durableagent_tui.app import SupervisorApp
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).resolve().parent
 SIZE = (160, 44)
 
 
@@ -59,12 +60,12 @@ async def shoot(root: Path) -> list[Path]:
         await pilot.press("a")
         await settle()
         save("approve")
-        # The ticket the killed process filed before it could record it: what a human finds
-        # in the ticket system and types in.
-        ticket = next(t["id"] for t in read_list(root, "tickets") if "CRM" in t["summary"])
+        # The mail the killed process queued before it could record it: what a human finds
+        # in the demo's outbox and types in.
+        mail = next(m["id"] for m in read_list(root, "outbox") if "CRM" in m.get("body", ""))
         await pilot.press("escape", "n")
         await settle()
-        await pilot.press("r", *ticket)
+        await pilot.press("r", *mail)
         await settle()
         save("reconcile")
         await pilot.press("escape")
@@ -79,11 +80,18 @@ async def shoot(root: Path) -> list[Path]:
 
 def main() -> int:
     """Build the demo store in a temporary directory and save the pictures."""
+    here = Path.cwd()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "demo"
-        build_demo_store(root)
-        for path in asyncio.run(shoot(root)):
-            print(path)
+        # Built as ./agentrun-demo, as `agentrun demo` does: the paths the pictures show
+        # (the reconcile dialog's hint) are the ones a newcomer sees.
+        os.chdir(tmp)
+        try:
+            root = Path("agentrun-demo")
+            build_demo_store(root)
+            for path in asyncio.run(shoot(root)):
+                print(path)
+        finally:
+            os.chdir(here)
     return 0
 
 
