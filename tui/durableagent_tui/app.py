@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -165,6 +166,8 @@ class SupervisorApp(App[int]):
         self.call_from_thread(self._loaded, changes)
 
     def on_unmount(self) -> None:
+        if self.loaded:
+            gc.unfreeze()  # see _loaded: what the app froze is the collector's again
         with suppress(Exception):  # closing files on the way out: nothing to report
             self.tracker.close()
 
@@ -172,6 +175,12 @@ class SupervisorApp(App[int]):
         self.loaded = True
         self._ticking.stop()
         self.apply(changes, initial=True)
+        # Everything alive now (the app, every run's summary) stays alive: keep it out of the
+        # cyclic collector's full passes, which otherwise stop the screen every so often for
+        # 70 ms (1,000 runs) to 100 ms (100,000 runs), a keystroke included (measured; with
+        # it, 20 to 40 ms). What is frozen can only leak if it turns into a cycle later: at
+        # most what is alive now, and the app gives it back when it ends.
+        gc.freeze()
         if not self.live:
             self.header.set_live("paused")
             return
