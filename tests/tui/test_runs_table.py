@@ -216,3 +216,21 @@ async def test_a_click_selects_a_run_and_a_second_click_opens_its_timeline(sampl
         await pilot.click(table, offset=(20, row + 1))
         await until(pilot, lambda: app.timeline.has_focus)
     assert {p.name: p.read_bytes() for p in sample.glob("*.jsonl")} == before  # nothing written
+
+
+async def test_a_filter_that_hides_the_selected_run_selects_the_first_match(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "runs"
+    big_store(root, 300)
+    app = make_app(root)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await loaded(pilot)
+        await pilot.press("G")  # the last row: an old, ready run
+        assert app.table.cursor_row == 299
+        await pilot.press("/", *"await")
+        assert app.table.cursor_row == 0
+        assert app.table.selected_run == app.table.shown()[0] == "run-0250"
+        assert app.table.scroll_y == 0  # the matches from the top, not the end of the list
+        await pilot.press("enter", "escape")
+        assert app.table.selected_run == "run-0250"  # kept when the filter clears

@@ -392,7 +392,8 @@ class SupervisorApp(App[int]):
         self.filter_text = text.strip().lower()
         self.rows.set_filter(self.filter_text)
         with self.batch_update():
-            self.table.rows_changed()
+            # The selected run stays selected if it matches; else the first match is.
+            self.table.rows_changed(top_if_gone=True)
             self._update_empty()
         self.refresh_bindings()
 

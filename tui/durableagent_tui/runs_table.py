@@ -170,12 +170,13 @@ class RunsTable(ScrollView, can_focus=True):
 
     # -- the model moved -------------------------------------------------------------------------
 
-    def rows_changed(self) -> None:
-        """The model's rows changed: keep the cursor on its run if it is still shown (else
-        on the row where it was), resize, repaint what is on screen."""
+    def rows_changed(self, *, top_if_gone: bool = False) -> None:
+        """The model's rows changed: keep the cursor on its run if it is still shown, else on
+        the row where it was (``top_if_gone``: on the first row, as after a new filter),
+        resize, repaint what is on screen."""
         index = self.model.index(self._selected)
         if index is None:
-            index = min(self.cursor_row, max(0, self.row_count - 1))
+            index = 0 if top_if_gone else min(self.cursor_row, max(0, self.row_count - 1))
         self._place(index, scroll=index != self.cursor_row)
         self._resize()
         self.refresh()
