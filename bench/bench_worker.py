@@ -45,7 +45,7 @@ from durableagent import (
 )
 
 DEBOUNCE_MS = 50
-STEP_MS = 10
+STEP_MS = 25
 
 
 def agent(root: Path) -> Agent:

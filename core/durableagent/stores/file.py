@@ -500,7 +500,7 @@ class FileStore:
             root,
             watch_filter=lambda _change, path: run_of_path(root, path) is not None,
             debounce=50,
-            step=10,
+            step=25,
             rust_timeout=500,
             yield_on_timeout=True,
             recursive=True,
