@@ -321,6 +321,11 @@ def row_of(cur: psycopg.Cursor[Any]) -> tuple[Any, ...]:
     return tuple(row)
 
 
+def one(cur: psycopg.Cursor[Any]) -> Any:
+    row = cur.fetchone()
+    return None if row is None else row[0]
+
+
 def lines_of(conn: Connection, name: str, args: dict[str, Any]) -> list[bytes]:
     """The journal lines a named query selects (binary: the bytes as stored)."""
     cur = conn.cursor(binary=True)

@@ -5,7 +5,7 @@ tip, its status fold and status line, the last outcome, the lease, the failure b
 ``records`` (each journal line exactly as the FileStore writes it), ``attempts`` and
 ``schema_version``. Queries are named in ``sql/queries.sql``; connections come from
 ``pg_connector.py``; appends are ``pg_append.py``'s (one round trip, two with a check); a
-lease is a ``pg_lease.PgLease``.
+lease is a ``pg_lease.PgLease``; attempts, outcomes and failure counts are ``pg_attempts.py``'s.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from ..errors import (
     StoreError,
     StoreUnavailableError,
 )
-from ..fold import Fold, RunStatus, Summary, corrupt_summary, summarize
+from ..fold import RunStatus, Summary, corrupt_summary, summarize
 from ..gate import Pending
 from ..ids import check_run_id, valid_run_id
 from ..lineage import ForkedFrom
@@ -39,15 +39,16 @@ from ..record import Record
 from .lines import parse_lines
 from .pg_append import (
     Appender,
-    State,
     dumps,
     fold_of,
     lines_of,
+    one,
     outcome_of,
     row_of,
     state_of,
     summary_args,
 )
+from .pg_attempts import AttemptLog, attempt_args
 from .pg_connector import (
     LOST,
     Connection,
@@ -59,8 +60,7 @@ from .pg_connector import (
     describe,
     parse_url,
 )
-from .pg_lease import PgLease, fence, mark_lost
-from .protocol import LOST as ATTEMPT_LOST
+from .pg_lease import PgLease
 from .protocol import Attempt, Check, Lease, Store, default_owner
 from .sql import QUERIES, SCHEMA_VERSION, migrations, schema_sql
 from .sql import bound as _q
@@ -69,7 +69,6 @@ log = logging.getLogger("durableagent.stores.postgres")
 
 DEFAULT_SCHEMA = "durableagent"
 DEFAULT_TTL = 30.0
-_OUTCOME_TRIES = 8  # stale answers before saving an outcome gives up
 
 
 class PostgresStore:
@@ -107,6 +106,7 @@ class PostgresStore:
             raise
         self._session = Session(self._db)
         self._appender = Appender(self._db, self._channel, self._description)
+        self._attempts = AttemptLog(self._db, self._channel, self._appender)
         self._session.adopt(conn)  # the first connection holds this store's leases alive
 
     @classmethod
@@ -152,15 +152,15 @@ class PostgresStore:
         try:
             with conn.transaction():
                 conn.execute(*_q("create_lock", name))
-                exists = _one(conn.execute(*_q("schema_exists", name)))
-                ours = exists and _one(conn.execute(*_q("has_version", name)))
+                exists = one(conn.execute(*_q("schema_exists", name)))
+                ours = exists and one(conn.execute(*_q("has_version", name)))
                 if not ours:
                     if not create:
                         raise StoreError(
                             f"no store at {self._description}: check the URL and its ?schema=, "
                             "or submit a run to create it"
                         )
-                    if exists and _one(conn.execute(*_q("schema_tables", name))):
+                    if exists and one(conn.execute(*_q("schema_tables", name))):
                         raise StoreError(
                             f"schema {self.schema!r} of {self._description} holds tables that "
                             "are not a durableagent store: pick another ?schema="
@@ -169,7 +169,7 @@ class PostgresStore:
                     conn.execute(_ddl("use_schema", ident))
                     conn.execute(schema_sql().encode())
                     return
-                version = _one(conn.execute(_ddl("read_version", ident))) or 0
+                version = one(conn.execute(_ddl("read_version", ident))) or 0
                 if version > SCHEMA_VERSION:
                     raise StoreError(
                         f"the store at {self._description} has schema version {version}, made "
@@ -361,119 +361,33 @@ class PostgresStore:
             return None
         return {"owner": got[0], "epoch": got[1], "since": got[2], "ttl": got[3]}
 
-    # -- attempts and outcomes ---------------------------------------------------------------
+    # -- attempts, outcomes and the workers' failure counts (see pg_attempts) ---------------
 
     def save_outcome(self, run_id: str, outcome: Outcome, *, lease: Lease | None = None) -> None:
         """End the current attempt with ``outcome`` and update the run's summary. With
         ``lease``, a lease that is no longer current raises LeaseLostError."""
-        check_run_id(run_id)
-        fence(lease)
-        for _ in range(_OUTCOME_TRIES):
-            state = self._appender.take(run_id)
-            if state is None:
-                state = self._current_state(run_id)
-            if state.fold is None:
-                state = self._appender.rebuilt(run_id, state)
-            assert state.fold is not None
-            args = {
-                "run_id": run_id,
-                "epoch": None if lease is None else lease.epoch,
-                "lease": lease is not None,
-                "version": state.version,
-                "at": time.time(),
-                "ended": str(outcome.status),
-                "last_seq": outcome.seq,
-                "outcome": Jsonb(outcome.to_dict()),
-                "summary": Jsonb(summary_args(run_id, state.fold, outcome))
-                if state.last_seq
-                else None,
-                "channel": self._channel,
-            }
-            try:
-                with self._db.connection() as conn:
-                    result, last_seq, version, fold, was = row_of(
-                        conn.execute(*_q("end_attempt", args))
-                    )
-            except LOST as e:
-                raise self._db.unavailable(f"saving the outcome of run {run_id!r}", e) from None
-            except psycopg.Error as e:
-                raise self._db.failed(f"saving the outcome of run {run_id!r}", e) from None
-            if result == "ok":
-                self._appender.keep(run_id, State(state.last_seq, version, state.fold, outcome))
-                if isinstance(lease, PgLease):
-                    lease.ended = True
-                return
-            if result == "lost":
-                assert lease is not None
-                raise mark_lost(lease)
-            self._appender.keep(run_id, state_of(last_seq, version, fold, was))
-        raise StoreError(f"run {run_id!r} kept changing; its outcome was not saved")
-
-    def _current_state(self, run_id: str) -> State:
-        args = {"run_id": run_id}
-        got = self._db.read("reading a run", lambda c: c.execute(*_q("state", args)).fetchone())
-        return State(0, 0, Fold(), None) if got is None else state_of(*got)
+        self._attempts.save_outcome(run_id, outcome, lease=lease)
 
     def last_outcome(self, run_id: str) -> Outcome | None:
         """The last attempt's outcome (None when there is none or it does not parse)."""
-        args = {"run_id": check_run_id(run_id)}
-        got = self._db.read(
-            "reading a run", lambda c: c.execute(*_q("last_outcome", args)).fetchone()
-        )
-        return None if got is None else outcome_of(got[0])
+        return self._attempts.last_outcome(run_id)
 
     def attempts(self, run_id: str) -> list[Attempt]:
         """Every attempt of the run, oldest first; one that never said how it ended and no
         longer holds the lease is ``lost``."""
-        args = {"run_id": check_run_id(run_id)}
-        rows = self._db.read(
-            "reading attempts", lambda c: c.execute(*_q("attempts", args)).fetchall()
-        )
-        out = []
-        for number, owner, epoch, started, first, ended_at, last, ended, outcome, holder in rows:
-            if ended is None and epoch != holder:
-                ended = ATTEMPT_LOST
-            out.append(
-                Attempt(
-                    number=number,
-                    owner=owner,
-                    epoch=epoch,
-                    started_at=started,
-                    first_seq=first,
-                    ended_at=ended_at,
-                    last_seq=last,
-                    ended=ended,
-                    outcome=outcome_of(outcome),
-                )
-            )
-        return out
-
-    # -- the workers' failure counts ---------------------------------------------------------
+        return self._attempts.attempts(run_id)
 
     def read_failures(self, run_id: str) -> dict[str, Any] | None:
         """The workers' shared failure bookkeeping of the run, or None."""
-        args = {"run_id": check_run_id(run_id)}
-        got = self._db.read(
-            "reading failures", lambda c: c.execute(*_q("read_failures", args)).fetchone()
-        )
-        value = None if got is None else got[0]
-        return value if isinstance(value, dict) else None
+        return self._attempts.read_failures(run_id)
 
     def write_failures(self, run_id: str, failures: dict[str, Any]) -> None:
         """Replace the run's failure bookkeeping."""
-        self._set_failures(run_id, Jsonb(failures))
+        self._attempts.write_failures(run_id, failures)
 
     def clear_failures(self, run_id: str) -> bool:
         """Forget the run's failures; True when there were some."""
-        return self._set_failures(run_id, None)
-
-    def _set_failures(self, run_id: str, failures: Jsonb | None) -> bool:
-        args = {"run_id": check_run_id(run_id), "failures": failures, "channel": self._channel}
-        return bool(
-            self._db.read(
-                "recording failures", lambda c: _one(c.execute(*_q("set_failures", args)))
-            )
-        )
+        return self._attempts.clear_failures(run_id)
 
     # -- changes -----------------------------------------------------------------------------
 
@@ -563,7 +477,7 @@ class PostgresStore:
                     cur.execute(*_q("clear_attempts", {"run_id": run_id}))
                     attempt = QUERIES["import_attempt"]
                     cur.executemany(
-                        attempt.sql, [attempt.values(_attempt_args(run_id, a)) for a in attempts]
+                        attempt.sql, [attempt.values(attempt_args(run_id, a)) for a in attempts]
                     )
                     cur.execute(
                         *_q(
@@ -595,11 +509,6 @@ def _ddl(name: str, schema: sql.Identifier) -> sql.Composed:
     return sql.SQL(QUERIES[name].sql).format(schema=schema)
 
 
-def _one(cur: psycopg.Cursor[Any]) -> Any:
-    row = cur.fetchone()
-    return None if row is None else row[0]
-
-
 _STATUS = {str(s): s for s in RunStatus}
 _SETTLED = (RunStatus.COMPLETED, RunStatus.CORRUPT)
 
@@ -620,22 +529,6 @@ def _summary_from(row: Sequence[Any]) -> Summary | None:
     waiting_calls = tuple(Pending.from_dict(p) for p in json.loads(pending)) if pending else ()
     return Summary(run_id, status, steps, calls, started, last, last_seq, waiting, error, answer,
                    bool(held), waiting_calls, indeterminate, signals, origin)  # fmt: skip
-
-
-def _attempt_args(run_id: str, a: Attempt) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "number": a.number,
-        "owner": a.owner,
-        "epoch": a.epoch,
-        "started_at": a.started_at,
-        "first_seq": a.first_seq,
-        "ended_at": a.ended_at,
-        "last_seq": a.last_seq,
-        # An attempt that never said how it ended stays silent: here too it reads as lost.
-        "ended": None if a.ended == ATTEMPT_LOST else a.ended,
-        "outcome": None if a.outcome is None else Jsonb(a.outcome.to_dict()),
-    }
 
 
 def _is_a_store(store: PostgresStore, lease: PgLease) -> tuple[Store, Lease]:
