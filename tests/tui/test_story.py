@@ -15,6 +15,7 @@ from durableagent import (
     Record,
     Status,
     ToolCall,
+    idempotency_key,
     marker_for,
     view_run,
     view_store,
@@ -119,21 +120,41 @@ async def test_reconcile_dialog_without_a_hint_says_so(sample: Path) -> None:
         assert "check   no hint for create_ticket" in screen_text(app)
 
 
-async def test_reconcile_dialog_shows_the_idempotency_key_when_the_view_offers_one(
-    sample: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_reconcile_dialog_shows_the_key_the_tool_was_given(sample: Path) -> None:
+    # The same key a ToolContext hands the tool (durableagent.idempotency_key), so the human
+    # can search the external system for it.
+    started = FileStore(sample).load("vpn-1043")[0]
+    key = idempotency_key("vpn-1043", "tool/2/0/create_ticket", started)
+    assert key.startswith("vpn-1043:") and key.endswith(":tool/2/0/create_ticket")
     app = make_app(sample)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         await select(pilot, "vpn-1043")
         await pilot.press("r")
-        assert "key " not in screen_text(app)  # today's view has none: nothing invented
-        await pilot.press("escape")
-        monkeypatch.setattr(
-            story, "idempotency_key", lambda view, step: f"{view.run_id}:{step.name}"
-        )
+        assert isinstance(app.screen, ReconcileDialog)
+        assert f"key     {key}  (given to the tool: search for it" in screen_text(app)
+        assert "class   " not in screen_text(app)  # the demo's own tools declare their class
+
+
+async def test_reconcile_dialog_says_where_an_mcp_writes_class_came_from(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    store = FileStore(root)
+    j = JournalWriter(store, "mcp-7", T0)
+    j.start("file a ticket for the printer")
+    j.asks(1, ToolCall("c1", "file_ticket", {"title": "printer"}))
+    j.add(
+        "step.started",
+        "tool/1/0/file_ticket",
+        "tool",
+        {"write": True, "classified_by": "annotation"},
+    )
+    j.outcome(Status.INDETERMINATE, step="tool/1/0/file_ticket")
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
         await pilot.press("r")
-        assert "key     vpn-1043:tool/2/0/create_ticket" in screen_text(app)
+        assert isinstance(app.screen, ReconcileDialog)
+        assert "class    write, class from annotation" in screen_text(app)
 
 
 async def test_journal_text_with_markup_is_shown_literally_in_the_dialogs(

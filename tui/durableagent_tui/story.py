@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from durableagent import Message, Record, RunView, StepView, model_step, tool_step
+from durableagent import idempotency_key as core_idempotency_key
 from durableagent.labels import ago
 
 from .styles import clock
@@ -190,15 +191,12 @@ def last_start(view: RunView, step: str) -> Record | None:
 
 
 def idempotency_key(view: RunView, step: StepView) -> str | None:
-    """The key the step's tool was given to deduplicate on, when the view offers one.
-
-    A hook for the "real models" issue: once ``StepView`` carries ``idempotency_key`` (the
-    format will be ``f"{run_id}:{step}"``), the reconcile dialog shows it so the human can
-    search the external system for it. Until then None: the TUI does not invent a key the tool
-    may never have been given.
-    """
-    key = getattr(step, "idempotency_key", None)
-    return key if isinstance(key, str) and key else None
+    """The key the step's tool was given to deduplicate on (``ToolContext.idempotency_key``,
+    the same every time that step runs in this run), so the human can search the external
+    system for it. None for a model step or a journal with no ``run.started``."""
+    if step.kind != "tool" or not view.records or view.records[0].type != "run.started":
+        return None
+    return core_idempotency_key(view.run_id, step.name, view.records[0])
 
 
 def reconcile_facts(
@@ -229,5 +227,9 @@ def reconcile_facts(
         grid.add_row("check", Text(f"no hint for {tool}: look in the system it writes to"))
     key = idempotency_key(view, step)
     if key is not None:
-        grid.add_row("key", Text(key, style="bold"))
+        said = Text(key, style="bold")
+        said.append("  (given to the tool: search for it where it writes)", style="dim")
+        grid.add_row("key", said)
+    if step.classified_by:
+        grid.add_row("class", Text(f"write, class from {step.classified_by}"))
     return grid
