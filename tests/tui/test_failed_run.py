@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tuihelpers import loaded, make_app, screen_lines, screen_text, select, until
+from tuihelpers import loaded, make_app, record_pane, screen_text, select, until, unwrapped
 
 from durableagent import FileStore, Status
 from durableagent_tui.dialogs import RetryDialog
@@ -20,17 +20,6 @@ ERROR = (
 
 def counted(root: Path, run_id: str) -> Path:
     return root / ".worker" / f"{run_id}.json"
-
-
-def unwrapped(text: str) -> str:
-    """Text with every space and line break gone: wrapping may fold a word anywhere."""
-    return "".join(text.split())
-
-
-def record_pane(app: object) -> str:
-    """The record pane's text as a user reads it, its wrapped lines joined back together."""
-    right = [line.split("││", 1)[1] for line in screen_lines(app) if "││" in line]  # type: ignore[arg-type]
-    return unwrapped("".join(line.rstrip("│ ▇▆▅▄▃▂▁") for line in right))
 
 
 async def test_a_failed_run_shows_its_whole_error_in_the_record_pane(tmp_path: Path) -> None:

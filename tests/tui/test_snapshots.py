@@ -124,3 +124,10 @@ def test_empty_store(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -
     root = tmp_path / "runs"
     root.mkdir()
     assert snap_compare(make_app(root), terminal_size=size, run_before=at())
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_fork_dialog(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
+    # tab to the timeline, up from the run's end to llm/3's result, f
+    app = make_app(store(tmp_path))
+    assert snap_compare(app, terminal_size=size, run_before=at("laptop-1039", "tab", "up", "f"))

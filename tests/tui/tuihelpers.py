@@ -98,3 +98,14 @@ def toast_text(app: SupervisorApp) -> str:
     """What the notifications on screen say (right of their ▌ edge), lines joined."""
     parts = [line.rsplit("▌", 1)[1].rstrip("│╯ ─") for line in screen_lines(app) if "▌" in line]
     return " ".join(" ".join(parts).split())
+
+
+def unwrapped(text: str) -> str:
+    """Text with every space and line break gone: wrapping may fold a word anywhere."""
+    return "".join(text.split())
+
+
+def record_pane(app: SupervisorApp) -> str:
+    """The record pane's text as a user reads it, its wrapped lines joined back together."""
+    right = [line.split("││", 1)[1] for line in screen_lines(app) if "││" in line]
+    return unwrapped("".join(line.rstrip("│ ▇▆▅▄▃▂▁") for line in right))

@@ -20,16 +20,15 @@ from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
-from durableagent import NEEDS_HUMAN, RunStatus, RunView, Summary, plan
+from durableagent import NEEDS_HUMAN, RunStatus, RunView, Summary
 from durableagent.stores import Store
 
-from .actions import Decision, Failures, Pin, failure_state, retry_failed, write_decision
+from .acting import DialogActions
 from .detail import RecordDetail
-from .dialogs import ApproveDialog, HelpScreen, PlanScreen, ReconcileDialog, RetryDialog
+from .dialogs import HelpScreen
 from .header import StoreHeader
 from .runs_model import RunRows
 from .runs_table import RunsTable
-from .styles import LOOKS
 from .timeline import Timeline
 from .tracker import Changes, Followed, StoreTracker
 
@@ -45,12 +44,23 @@ LEASE_S = 2.0  # a dead worker's lease makes no change notice
 RETIME_S = 10.0
 
 
+def lineage_title(view: RunView | None, forks: tuple[str, ...]) -> Text:
+    """The timeline's title: where the run came from and its forks, both directions (plain
+    text: a step holds a tool's name, never read as markup)."""
+    title = "timeline"
+    if view is not None and view.forked_from is not None:
+        title += f" · fork of {view.forked_from.run} at {view.forked_from.step}"
+    if forks:
+        title += f" · forks: {', '.join(forks)}"
+    return Text(title)
+
+
 def store_label(store: Store) -> str:
     """How the header names a store."""
     return str(getattr(store, "description", store))
 
 
-class SupervisorApp(App[int]):
+class SupervisorApp(DialogActions, App[int]):
     """``agentrun tui``: watch a store's runs and unblock the ones that need a human."""
 
     CSS_PATH = "app.tcss"
@@ -68,6 +78,7 @@ class SupervisorApp(App[int]):
         Binding("R", "retry", "Retry", id="retry"),
         Binding("R", "unavailable('retry')", show=False, id="retry.unavailable"),
         Binding("p", "plan", "Plan", id="plan"),
+        Binding("f", "fork", "Fork", id="fork"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
         Binding("q", "quit", "Quit", id="quit"),
         # Priority: a dialog (a modal screen) hides the app's other keys; this one still works.
@@ -109,6 +120,7 @@ class SupervisorApp(App[int]):
         self.load_seconds = 0.0
         self.rescan_s = RESCAN_S
         self._last_jump: str | None = None
+        self._jump_to: str | None = None  # a run to select once the table has it (a fork)
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -258,6 +270,11 @@ class SupervisorApp(App[int]):
             table.rows_changed()
             if initial and table.row_count:
                 table.move_cursor(row=0, animate=False)
+            if self._jump_to is not None and self._jump_to in self.rows.summaries:
+                row = self.rows.index(self._jump_to)  # None when the filter hides it
+                if row is not None:
+                    table.move_cursor(row=row, animate=False)
+                self._jump_to = None
             self.header.set_counts(self.rows.counts)
             if changes and not initial:
                 self.header.set_live(self.header.live, time.time())
@@ -268,6 +285,11 @@ class SupervisorApp(App[int]):
                 self._select(selected, again=True)
             elif selected != followed:
                 self._select(selected)
+            elif followed is not None and any(
+                s.forked_from is not None and s.forked_from.run == followed
+                for s in changes.summaries.values()
+            ):
+                self._show_detail()  # a new fork of the run shown: its "forks:" line
 
     # -- selection ---------------------------------------------------------------------------
 
@@ -325,10 +347,13 @@ class SupervisorApp(App[int]):
         except NoMatches:  # a highlight message handled while the app shuts down
             return
         record = self.timeline.record_at_cursor()
+        view = self.timeline.view
+        forks = self.tracker.forks(view.run_id) if view is not None else ()
+        self.timeline.border_title = lineage_title(view, forks)
         if record is not None:
-            detail.show(record)
+            detail.show(record, view=view, forks=forks)
         else:
-            detail.show(self.timeline.view, self.timeline.attempt_at_cursor())
+            detail.show(view, self.timeline.attempt_at_cursor(), forks=forks)
 
     @on(RunsTable.Highlighted, "#runs")
     def _run_highlighted(self, event: RunsTable.Highlighted) -> None:
@@ -428,6 +453,10 @@ class SupervisorApp(App[int]):
             return True if any(s in NEEDS_HUMAN for s in self.rows.counts) else None
         if action == "plan":
             return True if self.selected is not None else None
+        if action == "fork":
+            if self.read_only:
+                return False
+            return True if self.selected_view is not None else None
         return True
 
     def action_help(self) -> None:
@@ -449,116 +478,6 @@ class SupervisorApp(App[int]):
         self.table.move_cursor(row=self.table.get_row_index(target), animate=False)
         self.table.focus()
 
-    def _with_view(self, want: RunStatus | None, open_it: Callable[[RunView], None]) -> None:
-        """Call ``open_it`` with the selected run whole: the timeline's view when it is as
-        new as the run's summary, else one read off the loop first. Nothing when the run is
-        no longer ``want`` (or not selected) by then."""
-        summary = self.selected
-        if summary is None or (want is not None and summary.status != want):
-            return
-        view = self.selected_view
-        if view is not None and view.last_seq == summary.last_seq and view.status == summary.status:
-            open_it(view)
-        else:
-            self._read_then_open(summary.run_id, want, open_it)
-
-    @work(thread=True, exclusive=True, group="dialog", exit_on_error=False)
-    def _read_then_open(
-        self, rid: str, want: RunStatus | None, open_it: Callable[[RunView], None]
-    ) -> None:
-        view = self.tracker.view(rid)
-        self.call_from_thread(self._open_if_still, rid, want, view, open_it)
-
-    def _open_if_still(
-        self, rid: str, want: RunStatus | None, view: RunView, open_it: Callable[[RunView], None]
-    ) -> None:
-        if len(self.screen_stack) > 1 or self.table.selected_run != rid:
-            return  # a dialog came up, or the cursor moved on, meanwhile
-        if want is None or view.status == want:
-            open_it(view)
-
-    def action_approve(self) -> None:
-        if self.read_only:
-            return
-
-        def open_it(view: RunView) -> None:
-            if view.pending:
-                dialog = ApproveDialog(view, self._act, now=self.clock())
-                self.push_screen(dialog, self._written)
-
-        self._with_view(RunStatus.AWAITING_APPROVAL, open_it)
-
-    def action_reconcile(self) -> None:
-        if self.read_only:
-            return
-
-        def open_it(view: RunView) -> None:
-            if view.indeterminate is not None:
-                dialog = ReconcileDialog(view, self._act, now=self.clock(), hints=self.hints)
-                self.push_screen(dialog, self._written)
-
-        self._with_view(RunStatus.INDETERMINATE, open_it)
-
-    def action_retry(self) -> None:
-        if self.read_only:
-            return
-        self._with_view(RunStatus.FAILED, self._open_retry)
-
-    def action_plan(self) -> None:
-        """The selected run's recovery plan: what its next attempt will do with each step."""
-
-        def open_it(view: RunView) -> None:
-            if view.status == RunStatus.CORRUPT:
-                self.notify(f"{view.run_id}: its journal does not load; no plan.", markup=False)
-                return
-            self.push_screen(PlanScreen(view, plan(view.records, outcome=view.outcome)))
-
-        self._with_view(None, open_it)
-
-    @work(thread=True, exclusive=True, group="retry", exit_on_error=False)
-    def _open_retry(self, view: RunView) -> None:
-        # The failure count is a file read: off the event loop, then the dialog.
-        store = self.tracker.store
-        failures = failure_state(store, view) if store is not None else None
-        self.call_from_thread(self._show_retry, view, failures)
-
-    def _show_retry(self, view: RunView, failures: Failures | None) -> None:
-        if len(self.screen_stack) > 1:
-            return  # another dialog came up meanwhile
-        dialog = RetryDialog(view, self._retry, failures, now=self.clock())
-        self.push_screen(dialog, self._written)
-
-    def _retry(self, pin: Pin) -> str:
-        """Called in the retry dialog's thread worker."""
-        store = self.tracker.store
-        assert store is not None
-        return retry_failed(store, pin)
-
-    def action_unavailable(self, action: str) -> None:
-        """Say why a key did nothing: the selected run does not offer that action."""
-        view = self.selected
-        if view is None:
-            self.notify("No run is selected.", markup=False)
-            return
-        offer = {
-            RunStatus.AWAITING_APPROVAL: " (a approves or denies its calls)",
-            RunStatus.INDETERMINATE: " (r reconciles its open write)",
-            RunStatus.FAILED: " (R retries it)",
-        }.get(view.status, "")
-        word = LOOKS[view.status].word
-        self.notify(f"{view.run_id} has nothing to {action}: it is {word}{offer}.", markup=False)
-
-    def _act(self, pin: Pin, decision: Decision) -> str:
-        """Called in a dialog's thread worker: the only place the TUI writes."""
-        store = self.tracker.store
-        assert store is not None
-        return write_decision(store, pin, decision)
-
-    def _written(self, done: str | None) -> None:
-        # The table changes when the watcher sees the record, not here.
-        if done:
-            self.notify(done, title="written", markup=False)
-
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette offers the same actions as the keys."""
         yield from super().get_system_commands(screen)
@@ -568,6 +487,10 @@ class SupervisorApp(App[int]):
         if self.offers("plan"):
             yield SystemCommand(
                 "Recovery plan", "What the run's next attempt will do (p)", self.action_plan
+            )
+        if self.offers("fork"):
+            yield SystemCommand(
+                "Fork from a step", "The step under the timeline's cursor (f)", self.action_fork
             )
         if self.offers("approve"):
             yield SystemCommand(
@@ -610,6 +533,7 @@ _MAIN_ACTIONS = frozenset(
         "reconcile",
         "retry",
         "plan",
+        "fork",
         "unavailable",
         "clear_filter",
         "quit",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
@@ -14,6 +15,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from durableagent import Record, RunStatus, RunView
+from durableagent.audit import decisions
 
 from .attempts import LOST_WHY, Span
 from .styles import LOOKS, clock, status_text
@@ -22,21 +24,58 @@ from .summaries import call_text, pretty
 _json = JSONHighlighter()
 
 
-def record_renderable(record: Record) -> RenderableType:
-    """A heading line, then the record's data as highlighted JSON (never markup)."""
+def record_renderable(
+    record: Record, view: RunView | None = None, forks: Sequence[str] = ()
+) -> RenderableType:
+    """A heading line, what the record means for a signal (who, why, what became of it) or a
+    run.started (where the run came from, its forks), then its data as highlighted JSON
+    (never markup)."""
     head = Text(no_wrap=False)
     head.append(f"seq {record.seq} ", style="bold")
     head.append(record.type, style="bold")
     if record.step:
         head.append(f"  {record.step}")
     head.append(f"  {clock(record.at)}", style="dim")
-    return Group(head, Text(""), _json(Text(pretty(record.data))))
+    parts: list[RenderableType] = [head]
+    if record.type == "signal" and view is not None:
+        parts += decision_lines(record, view)
+    if record.type == "run.started" and view is not None:
+        parts += lineage_lines(view, forks)
+    return Group(*parts, Text(""), _json(Text(pretty(record.data))))
 
 
-def run_renderable(view: RunView) -> RenderableType:
+def decision_lines(record: Record, view: RunView) -> list[Text]:
+    """A signal as the audit reads it: the decision, its author and reason, its effect."""
+    found = next((d for d in decisions(view.records, view.run_id) if d.seq == record.seq), None)
+    if found is None:
+        return []
+    what = Text(found.decision.replace("_", " "), style="bold")
+    what.append(f" by {found.by}" if found.by else " (no name given)")
+    if found.tool:
+        what.append(f" · {found.tool}")
+    lines = [what, Text.assemble(("reason  ", "dim"), found.reason or "(none given)")]
+    effect = Text.assemble(("effect  ", "dim"), (found.effect, "bold"), f": {found.note}")
+    lines.append(effect)
+    if found.copied_from:
+        lines.append(Text(f"copied from {found.copied_from} by the fork", style="dim"))
+    return lines
+
+
+def lineage_lines(view: RunView, forks: Sequence[str]) -> list[Text]:
+    """Where the run came from and the runs forked from it (both directions)."""
+    lines: list[Text] = []
+    if view.forked_from is not None:
+        lines.append(Text(view.forked_from.describe(), style="cyan"))
+    if forks:
+        lines.append(Text(f"forks: {', '.join(forks)}", style="cyan"))
+    return lines
+
+
+def run_renderable(view: RunView, forks: Sequence[str] = ()) -> RenderableType:
     """What the run waits on, for a run with no record selected (or a corrupt or failed one):
-    the error whole, wrapped, never cut."""
+    the error whole, wrapped, never cut; and its lineage."""
     parts: list[RenderableType] = [Text.assemble(status_text(view.status), "  ", view.run_id)]
+    parts += lineage_lines(view, forks)
     if view.error:
         parts.append(Text(view.error, style=LOOKS[view.status].style))
     if view.status == RunStatus.FAILED:
@@ -115,14 +154,22 @@ class RecordDetail(VerticalScroll):
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static(Text("select a run", style="dim"), id="detail-body")
 
-    def show(self, what: Record | RunView | None, attempt: Span | None = None) -> None:
-        """Show a record, an attempt of the run ``what``, a run summary, or nothing."""
+    def show(
+        self,
+        what: Record | RunView | None,
+        attempt: Span | None = None,
+        *,
+        view: RunView | None = None,
+        forks: Sequence[str] = (),
+    ) -> None:
+        """Show a record (of ``view``, the run it belongs to), an attempt of the run ``what``,
+        a run summary, or nothing. ``forks``: the runs forked from it."""
         body = self.query_one("#detail-body", Static)
         if what is None:
             body.update(Text("no run selected", style="dim"))
         elif isinstance(what, Record):
-            body.update(record_renderable(what))
+            body.update(record_renderable(what, view, forks))
         elif attempt is not None:
             body.update(attempt_renderable(attempt, what))
         else:
-            body.update(run_renderable(what))
+            body.update(run_renderable(what, forks))

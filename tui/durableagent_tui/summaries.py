@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from durableagent import Record, RunStatus, RunView
+from durableagent.lineage import ForkedFrom
 
 _LIMIT = 160
 
@@ -39,7 +40,9 @@ def summary(record: Record) -> str:
     if t == "run.started":
         msgs = data.get("input") or []
         first = msgs[0] if isinstance(msgs, list) and msgs and isinstance(msgs[0], dict) else {}
-        return one_line(f"input: {first.get('content', '')}")
+        origin = ForkedFrom.from_dict(data.get("forked_from"))
+        fork = f"fork of {origin.run} at {origin.step} · " if origin is not None else ""
+        return one_line(f"{fork}input: {first.get('content', '')}")
     if t == "step.started":
         if record.kind == "model":
             return "model call"

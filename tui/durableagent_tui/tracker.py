@@ -73,6 +73,9 @@ class StoreTracker:
         self.follow_lock = threading.Lock()
         self._records: list[Record] = []
         self._followed: str | None = None
+        # run id -> the runs forked from it (oldest first); each value is replaced whole, so
+        # the loop reads it without the lock
+        self._forks: dict[str, tuple[str, ...]] = {}
 
     @property
     def store(self) -> Store | None:
@@ -152,6 +155,8 @@ class StoreTracker:
                 continue
             known[s.run_id] = s
             changed[s.run_id] = s
+            if s.forked_from is not None and (old is None or old.forked_from != s.forked_from):
+                self._note_fork(s)
             if s.leased:
                 self.running.add(s.run_id)
             elif s.run_id in self.running:
@@ -161,6 +166,23 @@ class StoreTracker:
                     lost[s.run_id] = last
         self.running -= gone
         return Changes(changed, gone, lost)
+
+    def forks(self, run_id: str) -> tuple[str, ...]:
+        """The runs forked from ``run_id`` that the store still holds, oldest first (from the
+        summaries: no journal is read)."""
+        known = self.known
+        return tuple(rid for rid in self._forks.get(run_id, ()) if rid in known)
+
+    def _note_fork(self, s: Summary) -> None:
+        assert s.forked_from is not None
+        parent = s.forked_from.run
+        known = self.known
+        forks = {rid for rid in self._forks.get(parent, ()) if rid in known} | {s.run_id}
+
+        def started(rid: str) -> tuple[float, str]:
+            return (known[rid].started_at or 0.0, rid)
+
+        self._forks[parent] = tuple(sorted(forks, key=started))
 
     # -- the followed run ----------------------------------------------------------------------
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .approve import ApproveDialog
 from .base import Act, ActingDialog, login_name
 from .confirm import ConfirmDialog
+from .fork import ForkDialog
 from .help import HelpScreen
 from .plan import PlanScreen
 from .reconcile import ReconcileDialog
@@ -15,6 +16,7 @@ __all__ = [
     "ActingDialog",
     "ApproveDialog",
     "ConfirmDialog",
+    "ForkDialog",
     "HelpScreen",
     "PlanScreen",
     "ReconcileDialog",

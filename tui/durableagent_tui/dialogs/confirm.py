@@ -37,7 +37,7 @@ class ConfirmDialog(ModalScreen[bool]):
                 yield action_button("Cancel", id="no")
             keys = Text(style="dim")
             keys.append("y", style="bold")
-            keys.append(f" {self.yes.lower()} · ")
+            keys.append(f" {self.yes[:1].lower()}{self.yes[1:]} · ")
             keys.append("n / esc", style="bold")
             keys.append(" cancel")
             yield Static(keys, classes="keys")

@@ -21,6 +21,7 @@ newest activity first within a group.
   r          reconcile its indeterminate write
   R          retry a failed run now (agentrun retry; asks)
   p          the recovery plan: what its next attempt will do
+  f          fork it from the step under the timeline's cursor
   enter      open the run's timeline
   esc        back: record → timeline → runs; clears a filter
   j k ↓ ↑    move in a table
@@ -38,6 +39,8 @@ Approve dialog: enter or a click only selects a call.
 Reconcile dialog: type the result you found, enter
   records it as done; shift+tab to the choices: retry
   asks again (y retries, enter does not) · esc cancel
+Fork dialog: the new id, a reason, keep or drop the
+  approvals; enter asks, naming both runs (y forks)
 
 ⊘ corrupt  ✖ indeterminate  ▲ awaiting  ✗ failed
 ● running  ○ ready  ✓ completed
@@ -60,7 +63,7 @@ class HelpScreen(ModalScreen[None]):
             yield Label(Text("agentrun tui — keys", style="bold"))
             text = HELP
             if self.read_only:
-                text += "\nRead-only: approve, deny, reconcile and retry are hidden.\n"
+                text += "\nRead-only: approve, deny, reconcile, retry and fork are hidden.\n"
             yield Static(Text(text))
             yield Static(Text("esc close", style="dim"), classes="keys")
 

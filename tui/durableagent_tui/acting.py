@@ -1,0 +1,178 @@
+"""The main screen's actions that open a dialog on the selected run and write through it:
+approve, reconcile, retry, fork, the recovery plan, and the word on a key that does not apply.
+
+A mixin of SupervisorApp (kept apart from the app's layout and live updates). Every write runs
+in a dialog's thread worker, through ``_act``, ``_retry`` or ``_fork``: the only places the TUI
+writes to a store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from textual import work
+
+from durableagent import RunStatus, RunView, plan
+from durableagent.fork import fork, fork_points
+
+from .actions import Decision, Failures, Pin, failure_state, retry_failed, write_decision
+from .dialogs import ApproveDialog, ForkDialog, PlanScreen, ReconcileDialog, RetryDialog
+from .dialogs.base import login_name
+from .styles import LOOKS
+
+if TYPE_CHECKING:
+    from .app import SupervisorApp
+
+    _Base = SupervisorApp
+else:
+    _Base = object
+
+
+class DialogActions(_Base):
+    """Open the dialog an action needs, on the selected run as it is now."""
+
+    def _with_view(self, want: RunStatus | None, open_it: Callable[[RunView], None]) -> None:
+        """Call ``open_it`` with the selected run whole: the timeline's view when it is as
+        new as the run's summary, else one read off the loop first. Nothing when the run is
+        no longer ``want`` (or not selected) by then."""
+        summary = self.selected
+        if summary is None or (want is not None and summary.status != want):
+            return
+        view = self.selected_view
+        if view is not None and view.last_seq == summary.last_seq and view.status == summary.status:
+            open_it(view)
+        else:
+            self._read_then_open(summary.run_id, want, open_it)
+
+    @work(thread=True, exclusive=True, group="dialog", exit_on_error=False)
+    def _read_then_open(
+        self, rid: str, want: RunStatus | None, open_it: Callable[[RunView], None]
+    ) -> None:
+        view = self.tracker.view(rid)
+        self.call_from_thread(self._open_if_still, rid, want, view, open_it)
+
+    def _open_if_still(
+        self, rid: str, want: RunStatus | None, view: RunView, open_it: Callable[[RunView], None]
+    ) -> None:
+        if len(self.screen_stack) > 1 or self.table.selected_run != rid:
+            return  # a dialog came up, or the cursor moved on, meanwhile
+        if want is None or view.status == want:
+            open_it(view)
+
+    def action_approve(self) -> None:
+        if self.read_only:
+            return
+
+        def open_it(view: RunView) -> None:
+            if view.pending:
+                dialog = ApproveDialog(view, self._act, now=self.clock())
+                self.push_screen(dialog, self._written)
+
+        self._with_view(RunStatus.AWAITING_APPROVAL, open_it)
+
+    def action_reconcile(self) -> None:
+        if self.read_only:
+            return
+
+        def open_it(view: RunView) -> None:
+            if view.indeterminate is not None:
+                dialog = ReconcileDialog(view, self._act, now=self.clock(), hints=self.hints)
+                self.push_screen(dialog, self._written)
+
+        self._with_view(RunStatus.INDETERMINATE, open_it)
+
+    def action_retry(self) -> None:
+        if self.read_only:
+            return
+        self._with_view(RunStatus.FAILED, self._open_retry)
+
+    def action_plan(self) -> None:
+        """The selected run's recovery plan: what its next attempt will do with each step."""
+
+        def open_it(view: RunView) -> None:
+            if view.status == RunStatus.CORRUPT:
+                self.notify(f"{view.run_id}: its journal does not load; no plan.", markup=False)
+                return
+            self.push_screen(PlanScreen(view, plan(view.records, outcome=view.outcome)))
+
+        self._with_view(None, open_it)
+
+    @work(thread=True, exclusive=True, group="retry", exit_on_error=False)
+    def _open_retry(self, view: RunView) -> None:
+        # The failure count is a file read: off the event loop, then the dialog.
+        store = self.tracker.store
+        failures = failure_state(store, view) if store is not None else None
+        self.call_from_thread(self._show_retry, view, failures)
+
+    def _show_retry(self, view: RunView, failures: Failures | None) -> None:
+        if len(self.screen_stack) > 1:
+            return  # another dialog came up meanwhile
+        dialog = RetryDialog(view, self._retry, failures, now=self.clock())
+        self.push_screen(dialog, self._written)
+
+    def _retry(self, pin: Pin) -> str:
+        """Called in the retry dialog's thread worker."""
+        store = self.tracker.store
+        assert store is not None
+        return retry_failed(store, pin)
+
+    def action_fork(self) -> None:
+        """Fork the selected run from the step under the timeline's cursor (asks first)."""
+        if self.read_only:
+            return
+        view = self.selected_view
+        record = self.timeline.record_at_cursor()
+        if view is None or self.timeline.run_id != view.run_id:
+            self.notify("Select a run first; its timeline shows the steps to fork from.")
+            return
+        if view.status == RunStatus.CORRUPT:
+            self.notify(f"{view.run_id}: its journal does not load; no fork.", markup=False)
+            return
+        step = record.step if record is not None else ""
+        if not step or step not in fork_points(view.records):
+            self.notify(
+                "f forks from the step under the timeline's cursor: move it to a step's row "
+                "(tab to the timeline, then up or down).",
+                markup=False,
+            )
+            return
+        dialog = ForkDialog(view, step, self._fork, lambda rid: rid in self.rows.summaries)
+        self.push_screen(dialog, self._written)
+
+    def _fork(
+        self, run_id: str, new_run_id: str, step: str, signals: str, reason: str | None
+    ) -> str:
+        """Called in the fork dialog's thread worker: planned again on the store's records."""
+        store = self.tracker.store
+        assert store is not None
+        fork(
+            store, run_id, new_run_id, at_step=step, signals=signals, by=login_name(), reason=reason
+        )
+        self._jump_to = new_run_id  # selected once the table has it
+        return f"forked {run_id} at {step} as {new_run_id}; a worker runs it from {step}"
+
+    def action_unavailable(self, action: str) -> None:
+        """Say why a key did nothing: the selected run does not offer that action."""
+        view = self.selected
+        if view is None:
+            self.notify("No run is selected.", markup=False)
+            return
+        offer = {
+            RunStatus.AWAITING_APPROVAL: " (a approves or denies its calls)",
+            RunStatus.INDETERMINATE: " (r reconciles its open write)",
+            RunStatus.FAILED: " (R retries it)",
+        }.get(view.status, "")
+        word = LOOKS[view.status].word
+        self.notify(f"{view.run_id} has nothing to {action}: it is {word}{offer}.", markup=False)
+
+    def _act(self, pin: Pin, decision: Decision) -> str:
+        """Called in a dialog's thread worker: the only place the TUI writes."""
+        store = self.tracker.store
+        assert store is not None
+        return write_decision(store, pin, decision)
+
+    def _written(self, done: str | None) -> None:
+        # The table changes when the watcher sees the record, not here.
+        if done:
+            self.notify(done, title="written", markup=False)
