@@ -58,6 +58,13 @@ class Agent:
     gate: PolicyGate
 
 
+# A worker's defaults (``agentrun worker --max-attempts --backoff --max-backoff``): a supervisor
+# that cannot know how the workers were started says when the next try is due under these.
+DEFAULT_MAX_ATTEMPTS = 3
+DEFAULT_BACKOFF = 1.0
+DEFAULT_MAX_BACKOFF = 60.0
+
+
 def backoff_delay(
     failures: int, base: float, cap: float, retry_after: float | None = None
 ) -> float:
@@ -167,9 +174,9 @@ class Worker:
         store: Store,
         *,
         concurrency: int = 4,
-        max_attempts: int = 3,
-        backoff: float = 1.0,
-        max_backoff: float = 60.0,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        backoff: float = DEFAULT_BACKOFF,
+        max_backoff: float = DEFAULT_MAX_BACKOFF,
         grace: float = 10.0,
         rescan: float = 5.0,
         owner: str | None = None,

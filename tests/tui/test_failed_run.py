@@ -8,7 +8,9 @@ from pathlib import Path
 from tuihelpers import loaded, make_app, record_pane, screen_text, select, until, unwrapped
 
 from durableagent import FileStore, Status
+from durableagent_tui.actions import Failures
 from durableagent_tui.dialogs import RetryDialog
+from durableagent_tui.dialogs.retry import next_try_text
 from durableagent_tui.sample import T0, JournalWriter
 
 SIZE = (120, 36)
@@ -48,9 +50,10 @@ async def test_R_asks_naming_the_run_and_shows_the_workers_count(sample: Path) -
         await until(pilot, lambda: isinstance(app.screen, RetryDialog))
         text = screen_text(app)
         assert "Retry failed run  refund-1041" in text
-        assert "error   model call failed: 503 Service Unavailable" in text
-        assert "workers failed 2 times, the last at 09:20:02 (39m ago)" in text
-        assert "last    ServerError: model call failed: 503 Service Unavailable" in text
+        assert "error    model call failed: 503 Service Unavailable" in text
+        assert "workers  failed 2 times, the last at 09:20:02 (39m ago)" in text
+        assert "next try due now, when the next worker looks" in text
+        assert "last     ServerError: model call failed: 503 Service Unavailable" in text
         assert "Retry refund-1041" in text and "y retry refund-1041" in text
 
 
@@ -113,3 +116,16 @@ async def test_R_without_a_recorded_count_says_so(sample: Path) -> None:
         await pilot.press("R")
         await until(pilot, lambda: isinstance(app.screen, RetryDialog))
         assert "no failure count recorded" in screen_text(app)
+
+
+def test_the_next_try_follows_a_workers_default_backoff_and_budget() -> None:
+    now = 1_000_000.0
+    # One failure half a second ago that asked for 30 s (Retry-After): due in 30 s from it.
+    soon = next_try_text(Failures(1, now - 0.5, "429", retry_after=30.0), now).plain
+    assert soon.startswith("at ") and "(in 30 s)" in soon and "3 attempts" in soon
+    # Two failures a second ago: 2 s after the last, one second from now.
+    assert "(in 1 s)" in next_try_text(Failures(2, now - 1.0, "boom"), now).plain
+    assert next_try_text(Failures(3, now, "boom"), now).plain.startswith("never: workers have")
+    stale = Failures(3, now, "boom", stale=True)  # a human signalled since: counted afresh
+    assert next_try_text(stale, now).plain == "when the next worker looks (within seconds)"
+    assert next_try_text(None, now).plain == "when the next worker looks (within seconds)"

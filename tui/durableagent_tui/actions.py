@@ -78,6 +78,7 @@ class Failures:
     at: float
     error: str
     stale: bool = False
+    retry_after: float | None = None  # what the last failure asked workers to wait, seconds
 
 
 def failure_state(store: Store, view: RunView) -> Failures | None:
@@ -89,7 +90,7 @@ def failure_state(store: Store, view: RunView) -> Failures | None:
     if attempts is None:
         return None
     stale = attempts.signals != len(view.signals)
-    return Failures(attempts.failures, attempts.at, attempts.error, stale)
+    return Failures(attempts.failures, attempts.at, attempts.error, stale, attempts.retry_after)
 
 
 def retry_failed(store: Store, pin: Pin) -> str:

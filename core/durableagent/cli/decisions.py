@@ -99,7 +99,7 @@ def register(sub: Any, parents: Parents) -> None:
         help="let workers retry a failed run that used up its attempts",
         description=(
             "Workers retry a failed run with exponential backoff until it has failed "
-            "--max-attempts times (counted for all workers in <store>/.worker/), then leave "
+            "--max-attempts times (one count for all workers, kept in the store), then leave "
             "it failed. Fix the cause, then run this: it clears the count and the next worker "
             "tries again within a second. Any new signal on the run clears it too."
         ),

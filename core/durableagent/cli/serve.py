@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..stores import FileStore
+from ..worker import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BACKOFF
 from .common import DEFAULT_DEMO_STORE, Parents, Refused, Usage, describe, store_of
 from .runs import cmd_ls
 
@@ -229,9 +230,15 @@ def register(sub: Any, parents: Parents) -> None:
     )
     s.add_argument("--agent", required=True, metavar="MODULE:ATTR", help="the Agent to run")
     s.add_argument("--concurrency", type=int, default=4, help="runs at once (default 4)")
-    s.add_argument("--max-attempts", type=int, default=3, help="tries of a failing run")
-    s.add_argument("--backoff", type=float, default=1.0, help="first retry delay, seconds")
-    s.add_argument("--max-backoff", type=float, default=60.0, help="longest retry delay")
+    s.add_argument(
+        "--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, help="tries of a failing run"
+    )
+    s.add_argument(
+        "--backoff", type=float, default=DEFAULT_BACKOFF, help="first retry delay, seconds"
+    )
+    s.add_argument(
+        "--max-backoff", type=float, default=DEFAULT_MAX_BACKOFF, help="longest retry delay"
+    )
     s.add_argument("--grace", type=float, default=10.0, help="seconds for steps in flight")
     s.add_argument("--rescan", type=float, default=5.0, help="look at every run every N seconds")
     s.add_argument(

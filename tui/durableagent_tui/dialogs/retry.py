@@ -17,6 +17,12 @@ from textual.widgets import Button, Label, Static
 
 from durableagent import RunView
 from durableagent.labels import ago
+from durableagent.worker import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_BACKOFF,
+    backoff_delay,
+)
 
 from ..actions import Failures, Pin
 from ..styles import clock
@@ -34,6 +40,26 @@ def failures_text(failures: Failures | None, now: float) -> Text:
     if failures.stale:
         text.append("; a human has signalled since, so workers count afresh", style="dim")
     return text
+
+
+def next_try_text(failures: Failures | None, now: float) -> Text:
+    """When a worker tries the run again on its own, under a worker's default backoff and
+    budget (the TUI cannot know how the workers were started: it says so)."""
+    defaults = Text(
+        f" (a worker's defaults: {DEFAULT_MAX_ATTEMPTS} attempts, backoff from "
+        f"{DEFAULT_BACKOFF:g} s doubling to {DEFAULT_MAX_BACKOFF:g} s)",
+        style="dim",
+    )
+    if failures is None or failures.stale:
+        return Text("when the next worker looks (within seconds)")
+    if failures.failures >= DEFAULT_MAX_ATTEMPTS:
+        return Text.assemble("never: workers have given up on it", defaults)
+    due = failures.at + backoff_delay(
+        failures.failures, DEFAULT_BACKOFF, DEFAULT_MAX_BACKOFF, failures.retry_after
+    )
+    if due <= now:
+        return Text.assemble("due now, when the next worker looks", defaults)
+    return Text.assemble(f"at {clock(due)} (in {due - now:.0f} s)", defaults)
 
 
 class RetryDialog(ActingDialog):
@@ -63,6 +89,7 @@ class RetryDialog(ActingDialog):
         grid.add_column(ratio=1, overflow="fold")
         grid.add_row("error", Text(self.view.error or "(no error text recorded)", style="red"))
         grid.add_row("workers", failures_text(self.failures, self.now))
+        grid.add_row("next try", next_try_text(self.failures, self.now))
         last = self.failures.error if self.failures is not None else ""
         if last and last.strip() != self.view.error.strip():  # said once when they agree
             grid.add_row("last", Text(last))
