@@ -318,6 +318,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            if deny is not None:\n",
         "            if False:\n",
     ),
+    "o06-fork-looks-as-old-as-its-copies": (
+        "a new fork's last activity is its newest copied record's time, not the fork's",
+        "fold.py",
+        "        if self.last_at is None or r.at > self.last_at:\n"
+        "            self.last_at = r.at\n",
+        "        self.last_at = r.at\n",
+    ),
 }
 
 TESTS = [

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -63,6 +64,7 @@ async def test_a_fork_copies_the_records_before_the_step_and_leaves_the_original
         r.seq for r in before if r.type == "step.started" and r.step == "tool/2/0/create_ticket"
     )
 
+    time.sleep(0.01)  # the copies keep their times, older than the fork's run.started
     started = fork(
         store, "a1", "a2", at_step="tool/2/0/create_ticket", by="bo", reason="new ticket API"
     )
@@ -93,6 +95,8 @@ async def test_a_fork_copies_the_records_before_the_step_and_leaves_the_original
     summary = store.summary("a2")
     assert summary is not None and summary.forked_from == view.forked_from
     assert FileStore(store.root).summaries()[1].forked_from == view.forked_from  # the index
+    # Its last activity is the fork, not the newest copy (ls and the TUI sort by it).
+    assert view.last_activity == started.at and summary.last_activity == started.at
 
 
 async def test_the_fork_replays_what_it_copied_and_runs_the_step_on_with_todays_agent(

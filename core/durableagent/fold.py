@@ -66,7 +66,10 @@ class Fold:
         self.last_seq = r.seq
         if self.started_at is None:
             self.started_at = r.at
-        self.last_at = r.at
+        # The latest time, not the last record's: a fork's copies keep their original times
+        # after its newer run.started, and its last activity is the fork.
+        if self.last_at is None or r.at > self.last_at:
+            self.last_at = r.at
         t = r.type
         data = r.data if isinstance(r.data, dict) else {}
         if t == STEP_STARTED:

@@ -197,7 +197,7 @@ def view_run(
         input=run_input,
         model_calls=status_fold.model_calls,
         started_at=records[0].at if records else None,
-        last_activity=records[-1].at if records else None,
+        last_activity=status_fold.last_at,
         error=error,
         outcome=outcome,
         leased=leased,
