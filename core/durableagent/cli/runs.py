@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import sys
 import time
 from collections.abc import Hashable, Iterator
+from contextlib import contextmanager
+from operator import attrgetter
 from typing import Any
 
 from ..fold import Fold, RunStatus, Summary
@@ -145,10 +148,13 @@ def summary_dict(s: Summary) -> dict[str, Any]:
 
 
 def attention_order(summaries: list[Summary]) -> list[Summary]:
-    """Needs-a-human first, then newest activity first within a status."""
-    return sorted(
-        summaries, key=lambda s: (ATTENTION_RANK[s.status], -(s.last_activity or 0.0), s.run_id)
-    )
+    """Needs-a-human first, then newest activity first within a status, then by run id.
+    Three stable sorts, last key first (a reversed sort keeps ties in order): over 100,000
+    runs, half the time of one sort on a (rank, -last activity, run id) tuple."""
+    runs = sorted(summaries, key=attrgetter("run_id"))
+    runs.sort(key=lambda s: s.last_activity or 0.0, reverse=True)
+    runs.sort(key=lambda s: ATTENTION_RANK[s.status])
+    return runs
 
 
 # -- read commands --------------------------------------------------------------------------
@@ -160,9 +166,24 @@ def cmd_ls(args: argparse.Namespace) -> int:
     store = store_of(args)
     if getattr(args, "watch", False):  # (agentrun demo --no-tui lists through here too)
         return _watch(args, store)
-    for chunk in _listing(args, store, store.summaries()):
-        sys.stdout.write(chunk)
+    with _no_gc():
+        for chunk in _listing(args, store, store.summaries()):
+            sys.stdout.write(chunk)
     return 0
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """The cyclic garbage collector off while a listing is built: 100,000 summaries and
+    their rows are a few hundred thousand objects, none in a cycle, and the collections
+    they set off (full ones among them) took a sixth of ``agentrun ls``."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _selected(args: argparse.Namespace, summaries: list[Summary]) -> list[Summary]:
@@ -197,11 +218,12 @@ def _listing(args: argparse.Namespace, store: Store, summaries: list[Summary]) -
         for s in runs
     ]
     # One format per row (100,000 rows is a normal store): the widths first, then the lines,
-    # written a thousand at a time.
+    # written a thousand at a time. The last column is not padded (no trailing blanks), and
+    # printf-style formatting is twice as fast as str.format here.
     widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
-    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    line = "".join(f"%-{w}s  " for w in widths[:-1]) + "%s\n"
     for i in range(0, len(rows), 1000):
-        yield "".join(line.format(*r).rstrip() + "\n" for r in rows[i : i + 1000])
+        yield "".join([line % r for r in rows[i : i + 1000]])
 
 
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear the screen
