@@ -124,7 +124,7 @@ class DialogActions(_Base):
         view = self.selected_view
         record = self.timeline.record_at_cursor()
         if view is None or self.timeline.run_id != view.run_id:
-            self.notify("Select a run first; its timeline shows the steps to fork from.")
+            self.notify("Select a run first and wait for its timeline: f forks from its steps.")
             return
         if view.status == RunStatus.CORRUPT:
             self.notify(f"{view.run_id}: its journal does not load; no fork.", markup=False)
@@ -167,7 +167,7 @@ class DialogActions(_Base):
         self.notify(f"{view.run_id} has nothing to {action}: it is {word}{offer}.", markup=False)
 
     def _act(self, pin: Pin, decision: Decision) -> str:
-        """Called in a dialog's thread worker: the only place the TUI writes."""
+        """Called in a dialog's thread worker: every human decision the TUI writes."""
         store = self.tracker.store
         assert store is not None
         return write_decision(store, pin, decision)

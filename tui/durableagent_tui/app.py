@@ -456,7 +456,7 @@ class SupervisorApp(DialogActions, App[int]):
         if action == "fork":
             if self.read_only:
                 return False
-            return True if self.selected_view is not None else None
+            return True if self.selected is not None else None
         return True
 
     def action_help(self) -> None:
