@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from durableagent import FileStore, Reconcile, RunStatus, signal, view_store
+from durableagent import FileStore, Reconcile, RunStatus, idempotency_key, signal, view_store
 from durableagent.demo import SERVICE_DOWN, build_demo_store, demo_agent, demo_dir, read_list
 from durableagent.errors import StoreError
 from durableagent.worker import Worker, reset_attempts
@@ -134,8 +134,11 @@ async def test_the_demo_story_with_a_worker(tmp_path: Path) -> None:
         await until("password-reset", RunStatus.AWAITING_APPROVAL)
         assert view_store(store, "vpn-access").status == RunStatus.FAILED  # budget used up
 
-        # The on-call human finds the mail the killed process queued, and says so.
-        mail = read_list(root, "outbox")[0]
+        # The on-call human finds the mail the killed process queued by the step's key (the
+        # reconcile dialog shows it), and says so.
+        started = store.load("crm-access")[0]
+        key = idempotency_key("crm-access", "tool/2/1/send_email", started)
+        (mail,) = [m for m in read_list(root, "outbox") if m["key"] == key]
         signal(
             store,
             "crm-access",

@@ -218,7 +218,7 @@ def demo_hints(root: Path) -> dict[str, str]:
     here = demo_dir(root)
     return {
         "create_ticket": f"look in {here / 'tickets.json'} for a ticket with this step's key",
-        "send_email": f"look in {here / 'outbox.json'} for the email (same recipient and subject)",
+        "send_email": f"look in {here / 'outbox.json'} for an email with this step's key",
     }
 
 
@@ -271,11 +271,17 @@ def demo_tools(
         crash_if("create_ticket")
         return Result(ticket["id"])
 
-    def send_email(args: dict[str, Any]) -> Result:
+    def send_email(args: dict[str, Any], ctx: ToolContext) -> Result:
+        # The outbox keeps the step's key with each mail (as a mail header would) but does
+        # not deduplicate on it: a human can find the mail by its key, and must decide.
         mail = add_item(
             root,
             "outbox",
-            lambda n: {"id": f"MAIL-{n}", **{k: str(v) for k, v in args.items()}},
+            lambda n: {
+                "id": f"MAIL-{n}",
+                **{k: str(v) for k, v in args.items()},
+                "key": ctx.idempotency_key,
+            },
         )
         crash_if("send_email")
         return Result(f"email {mail['id']} sent to {args.get('to', '?')}")
