@@ -95,7 +95,8 @@ def request_text(view: RunView) -> Text:
     return Text("\n").join(Text.assemble((f"{m.role}: ", "dim"), m.content) for m in msgs)
 
 
-def _grid() -> Table:
+def facts_grid() -> Table:
+    """Label and value, two columns: the labels dim, the values folded, never cut."""
     grid = Table.grid(padding=(0, 1), expand=True)
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(ratio=1, overflow="fold")
@@ -125,7 +126,7 @@ def _state_text(call: TurnCall, *, whole: bool) -> Text:
 def approval_story(view: RunView, now: float) -> RenderableType:
     """What led to the run's pending calls: the request, earlier turns in brief, the model's
     words with the calls, this turn's calls so far, and when they were asked for."""
-    grid = _grid()
+    grid = facts_grid()
     turn = turn_of(view.pending[0].step) if view.pending else None
     model = step_view(view, model_step(turn)) if turn is not None else None
     if model is not None and model.completed_at is not None:
@@ -204,7 +205,7 @@ def reconcile_facts(
 ) -> RenderableType:
     """An indeterminate write's facts: when it started, who approved it, the request, where to
     check (the tool's hint) and the key to search for."""
-    grid = _grid()
+    grid = facts_grid()
     start = last_start(view, step.name)
     started_at = start.at if start is not None else step.started_at
     when = Text(f"{clock(started_at)} ({ago(started_at, now)})")

@@ -24,7 +24,7 @@ from durableagent import Pending, RunView, marker_step
 from ..actions import Decision
 from ..story import approval_story
 from ..summaries import pretty
-from .base import Act, ActingDialog, action_button, fit_heights, login_name, steady
+from .base import Act, ActingDialog, action_button, fit_heights, keys_text, login_name, steady
 
 
 def call_option(tool: str, step: str, arguments: object, policy: str = "") -> Group:
@@ -130,17 +130,13 @@ class ApproveDialog(ActingDialog):
                 " back",
             )
         else:
-            keys = Text(style="dim")
-            for key, what in (
+            keys = keys_text(
                 ("y", "approve"),
                 ("d", "deny…"),
                 ("A", "approve all"),
                 ("tab", "reason"),
                 ("esc", "close"),
-            ):
-                keys.append(key, style="bold")
-                keys.append(f" {what} · ")
-            keys.right_crop(3)
+            )
         self.query_one("#keys", Static).update(keys)
 
     @on(OptionList.OptionHighlighted, "#calls")

@@ -45,6 +45,22 @@ def action_button(label: str, *, id: str, variant: ButtonVariant = "default") ->
     return button
 
 
+def keys_text(*keys: tuple[str, str]) -> Text:
+    """A dialog's key line: each key in bold with what it does, ``·`` between them."""
+    text = Text(style="dim")
+    for i, (key, what) in enumerate(keys):
+        if i:
+            text.append(" · ")
+        text.append(key, style="bold")
+        text.append(f" {what}")
+    return text
+
+
+def keys_line(*keys: tuple[str, str]) -> Static:
+    """The dialog's foot: :func:`keys_text` in a ``.keys`` line."""
+    return Static(keys_text(*keys), classes="keys")
+
+
 def fit_heights(screen: Screen[Any], shares: dict[str, float]) -> None:
     """Cap each scrolling part (selector: share of the terminal's height) in whole rows.
 

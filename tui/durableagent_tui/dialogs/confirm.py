@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from .base import action_button
+from .base import action_button, keys_line
 
 
 class ConfirmDialog(ModalScreen[bool]):
@@ -35,12 +35,7 @@ class ConfirmDialog(ModalScreen[bool]):
             with Horizontal(id="buttons"):
                 yield action_button(self.yes, id="yes", variant="warning")
                 yield action_button("Cancel", id="no")
-            keys = Text(style="dim")
-            keys.append("y", style="bold")
-            keys.append(f" {self.yes[:1].lower()}{self.yes[1:]} · ")
-            keys.append("n / esc", style="bold")
-            keys.append(" cancel")
-            yield Static(keys, classes="keys")
+            yield keys_line(("y", f"{self.yes[:1].lower()}{self.yes[1:]}"), ("n / esc", "cancel"))
 
     @on(Button.Pressed, "#yes")
     def _yes(self) -> None:

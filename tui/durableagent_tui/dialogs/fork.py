@@ -13,7 +13,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import ClassVar
 
-from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -24,7 +23,8 @@ from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 from durableagent import DurableAgentError, RunView
 from durableagent.fork import DROP, KEEP, ForkPlan, plan_fork
 
-from .base import ActingDialog, action_button, login_name, steady
+from ..story import facts_grid
+from .base import ActingDialog, action_button, keys_line, login_name, steady
 from .confirm import ConfirmDialog
 
 # Runs in a thread: forks ``run`` at ``step`` as ``new``; returns the toast text.
@@ -112,16 +112,9 @@ class ForkDialog(ActingDialog):
                 yield action_button("Fork…", id="yes", variant="warning")
                 yield action_button("Cancel", id="no")
             yield Static(id="error", classes="error")
-            keys = Text(style="dim")
-            for key, what in (
-                ("enter", "fork… (asks first)"),
-                ("tab", "next field"),
-                ("esc", "cancel"),
-            ):
-                keys.append(key, style="bold")
-                keys.append(f" {what} · ")
-            keys.right_crop(3)
-            yield Static(keys, classes="keys")
+            yield keys_line(
+                ("enter", "fork… (asks first)"), ("tab", "next field"), ("esc", "cancel")
+            )
 
     def on_mount(self) -> None:
         steady(self)
@@ -166,9 +159,7 @@ class ForkDialog(ActingDialog):
             return
         self.plan = plan
         models, tools = replayed(plan)
-        grid = Table.grid(padding=(0, 1), expand=True)
-        grid.add_column(style="dim", no_wrap=True)
-        grid.add_column(ratio=1, overflow="fold")
+        grid = facts_grid()
         grid.add_row(
             "replays",
             Text(

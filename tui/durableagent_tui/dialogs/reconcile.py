@@ -24,7 +24,7 @@ from durableagent import RunView, StepView
 from ..actions import Decision
 from ..story import reconcile_facts
 from .approve import call_option
-from .base import Act, ActingDialog, fit_heights, login_name, steady
+from .base import Act, ActingDialog, fit_heights, keys_line, login_name, steady
 from .confirm import ConfirmDialog
 
 
@@ -85,16 +85,9 @@ class ReconcileDialog(ActingDialog):
                 compact=True,
             )
             yield Static(id="error", classes="error")
-            keys = Text(style="dim")
-            for key, what in (
-                ("enter", "done with this result"),
-                ("shift+tab", "retry…"),
-                ("esc", "cancel"),
-            ):
-                keys.append(key, style="bold")
-                keys.append(f" {what} · ")
-            keys.right_crop(3)
-            yield Static(keys, classes="keys")
+            yield keys_line(
+                ("enter", "done with this result"), ("shift+tab", "retry…"), ("esc", "cancel")
+            )
 
     def on_resize(self) -> None:
         fit_heights(self, {"#story": 0.45})

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import ClassVar
 
-from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -25,8 +24,9 @@ from durableagent.worker import (
 )
 
 from ..actions import Failures, Pin
+from ..story import facts_grid
 from ..styles import clock
-from .base import ActingDialog, action_button, fit_heights
+from .base import ActingDialog, action_button, fit_heights, keys_line
 
 Retry = Callable[[Pin], str]
 
@@ -84,9 +84,7 @@ class RetryDialog(ActingDialog):
 
     def compose(self) -> ComposeResult:
         rid = self.view.run_id
-        grid = Table.grid(padding=(0, 1), expand=True)
-        grid.add_column(style="dim", no_wrap=True)
-        grid.add_column(ratio=1, overflow="fold")
+        grid = facts_grid()
         grid.add_row("error", Text(self.view.error or "(no error text recorded)", style="red"))
         grid.add_row("workers", failures_text(self.failures, self.now))
         grid.add_row("next try", next_try_text(self.failures, self.now))
@@ -108,12 +106,7 @@ class RetryDialog(ActingDialog):
                 yield action_button(f"Retry {rid}", id="yes", variant="warning")
                 yield action_button("Cancel", id="no")
             yield Static(id="error", classes="error")
-            keys = Text(style="dim")
-            keys.append("y", style="bold")
-            keys.append(f" retry {rid} · ")
-            keys.append("n / esc", style="bold")
-            keys.append(" cancel")
-            yield Static(keys, classes="keys")
+            yield keys_line(("y", f"retry {rid}"), ("n / esc", "cancel"))
 
     def on_mount(self) -> None:
         fit_heights(self, {"#story": 0.45})
