@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -14,12 +13,13 @@ from ..errors import ModelError
 from ..messages import Message, ToolCall
 from ..tools import Tool
 from . import http, replies
+from .sdk import SDKClient
 
 PROVIDER = "the Anthropic API"
 _RESERVED = frozenset({"model", "messages", "tools", "system", "max_tokens", "stream"})
 
 
-class AnthropicModel:
+class AnthropicModel(SDKClient[anthropic.AsyncAnthropic]):
     """A :class:`durableagent.Model` over ``AsyncAnthropic().messages.create``.
 
     ``client`` is an ``anthropic.AsyncAnthropic`` you configured yourself (give it
@@ -42,17 +42,12 @@ class AnthropicModel:
         max_tokens: int = 4096,
         **settings: Any,
     ) -> None:
-        clash = sorted(_RESERVED & set(settings))
-        if clash:
-            raise TypeError(f"AnthropicModel sets {', '.join(clash)} itself; leave them out")
         self.model = model
         self.max_tokens = max_tokens
         self.settings = settings
         self._base_url = base_url
         self._api_key = api_key
-        self._own = client is None
-        self._client = client if client is not None else self._new_client()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._hold(client, _RESERVED, settings)
 
     def _new_client(self) -> anthropic.AsyncAnthropic:
         try:
@@ -64,17 +59,6 @@ class AnthropicModel:
                 f"AnthropicModel cannot build its client ({e}); pass api_key= or set "
                 "ANTHROPIC_API_KEY"
             ) from None
-
-    @property
-    def client(self) -> anthropic.AsyncAnthropic:
-        """The SDK client; one built here is rebuilt for each new event loop (its pooled
-        connections belong to the loop that opened them)."""
-        if self._own:
-            loop = asyncio.get_running_loop()
-            if self._loop is not None and self._loop is not loop:
-                self._client = self._new_client()
-            self._loop = loop
-        return self._client
 
     def request(self, messages: Sequence[Message], tools: Sequence[Tool]) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for this conversation."""

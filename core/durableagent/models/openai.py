@@ -4,7 +4,6 @@ OpenRouter) through ``base_url``."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -15,12 +14,13 @@ from ..errors import ModelError
 from ..messages import Message, ToolCall
 from ..tools import Tool
 from . import http, replies
+from .sdk import SDKClient
 
 PROVIDER = "the OpenAI-compatible server"
 _RESERVED = frozenset({"model", "messages", "tools", "stream", "n"})
 
 
-class OpenAIModel:
+class OpenAIModel(SDKClient[openai.AsyncOpenAI]):
     """A :class:`durableagent.Model` over ``AsyncOpenAI().chat.completions.create``.
 
     ``model`` is the model name; ``client`` an ``openai.AsyncOpenAI`` you configured yourself
@@ -40,17 +40,11 @@ class OpenAIModel:
         api_key: str | None = None,
         **settings: Any,
     ) -> None:
-        clash = sorted(_RESERVED & set(settings))
-        if clash:
-            raise TypeError(f"OpenAIModel sets {', '.join(clash)} itself; leave them out")
         self.model = model
         self.settings = settings
         self._base_url = base_url
         self._api_key = api_key
-        self._own = client is None
-        # Built now, so that missing credentials are said at once, not at the first call.
-        self._client = client if client is not None else self._new_client()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._hold(client, _RESERVED, settings)
 
     def _new_client(self) -> openai.AsyncOpenAI:
         try:
@@ -61,17 +55,6 @@ class OpenAIModel:
                 "OPENAI_API_KEY (a local server that needs no key takes any text, e.g. "
                 "api_key='none')"
             ) from None
-
-    @property
-    def client(self) -> openai.AsyncOpenAI:
-        """The SDK client; one built here is rebuilt for each new event loop (its pooled
-        connections belong to the loop that opened them)."""
-        if self._own:
-            loop = asyncio.get_running_loop()
-            if self._loop is not None and self._loop is not loop:
-                self._client = self._new_client()
-            self._loop = loop
-        return self._client
 
     def request(self, messages: Sequence[Message], tools: Sequence[Tool]) -> dict[str, Any]:
         """The keyword arguments of ``chat.completions.create`` for this conversation."""
