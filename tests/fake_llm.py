@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from durableagent import AgentConfig, Config, FileStore, Model, gate_for, tool
+
 
 @dataclass(frozen=True)
 class Say:
@@ -285,3 +287,27 @@ if __name__ == "__main__":
         )
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
+
+
+def helpdesk_tools(filed: list[str]) -> list[Any]:
+    """The adapters' tests' agent tools: a read, and a write that appends to ``filed``."""
+
+    @tool
+    def lookup_policy(topic: str) -> str:
+        """Look up the helpdesk policy on a topic."""
+        return f"{topic}: access needs a ticket"
+
+    @tool(write=True, approve=False)
+    def create_ticket(summary: str, requester: str) -> str:
+        """File a ticket."""
+        filed.append(summary)
+        return f"TICKET-{len(filed)}"
+
+    return [lookup_policy, create_ticket]
+
+
+def helpdesk_config(model: Model, store: FileStore, filed: list[str]) -> Config:
+    """A run of the helpdesk tools on ``model``, gated as the tools declare."""
+    tools = helpdesk_tools(filed)
+    agent = AgentConfig(model, tools, system="You are a helpdesk agent.")
+    return Config(agent, gate_for(tools), store)

@@ -7,10 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_llm import Call, Canned, FakeLLM, Request, Say
+from fake_llm import Call, Canned, FakeLLM, Request, Say, helpdesk_config
 
 from durableagent import (
-    AgentConfig,
     Config,
     FileStore,
     Message,
@@ -18,9 +17,7 @@ from durableagent import (
     ModelRetryError,
     Status,
     ToolCall,
-    gate_for,
     run,
-    tool,
 )
 from durableagent.models import AnthropicModel
 from durableagent.record import STEP_COMPLETED
@@ -38,25 +35,8 @@ def model(fake: FakeLLM, **settings: Any) -> AnthropicModel:
     return AnthropicModel("claude-test", base_url=fake.url, api_key="sk-ant-test", **settings)
 
 
-def tools(filed: list[str]) -> list[Any]:
-    @tool
-    def lookup_policy(topic: str) -> str:
-        """Look up the helpdesk policy on a topic."""
-        return f"{topic}: access needs a ticket"
-
-    @tool(write=True, approve=False)
-    def create_ticket(summary: str, requester: str) -> str:
-        """File a ticket."""
-        filed.append(summary)
-        return f"TICKET-{len(filed)}"
-
-    return [lookup_policy, create_ticket]
-
-
 def config(fake: FakeLLM, store: FileStore, filed: list[str], **settings: Any) -> Config:
-    ts = tools(filed)
-    agent = AgentConfig(model(fake, **settings), ts, system="You are a helpdesk agent.")
-    return Config(agent, gate_for(ts), store)
+    return helpdesk_config(model(fake, **settings), store, filed)
 
 
 async def test_a_run_on_anthropic_model_completes_and_records_usage_model_and_response_id(

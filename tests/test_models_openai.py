@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fake_llm import Call, Canned, FakeLLM, Say
+from fake_llm import Call, Canned, FakeLLM, Say, helpdesk_config, helpdesk_tools
 
 from durableagent import (
     AgentConfig,
@@ -19,9 +19,7 @@ from durableagent import (
     PolicyGate,
     Status,
     ToolCall,
-    gate_for,
     run,
-    tool,
 )
 from durableagent.models import OpenAIModel
 from durableagent.record import STEP_COMPLETED, STEP_STARTED
@@ -39,25 +37,8 @@ def model(fake: FakeLLM, **settings: Any) -> OpenAIModel:
     return OpenAIModel("gpt-test", base_url=fake.openai_url, api_key="sk-test", **settings)
 
 
-def helpdesk_tools(filed: list[str]) -> list[Any]:
-    @tool
-    def lookup_policy(topic: str) -> str:
-        """Look up the helpdesk policy on a topic."""
-        return f"{topic}: access needs a ticket"
-
-    @tool(write=True, approve=False)
-    def create_ticket(summary: str, requester: str) -> str:
-        """File a ticket."""
-        filed.append(summary)
-        return f"TICKET-{len(filed)}"
-
-    return [lookup_policy, create_ticket]
-
-
 def config(fake: FakeLLM, store: FileStore, filed: list[str], **settings: Any) -> Config:
-    tools = helpdesk_tools(filed)
-    agent = AgentConfig(model(fake, **settings), tools, system="You are a helpdesk agent.")
-    return Config(agent, gate_for(tools), store)
+    return helpdesk_config(model(fake, **settings), store, filed)
 
 
 async def test_a_run_on_openai_model_completes_and_records_usage_model_and_response_id(
