@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from durableagent import FileStore, Message, RunStatus, submit, view_store
-from durableagent.demo import build_demo_store, read_list
+from durableagent.demo import read_list
 
 TESTS = Path(__file__).parent
 
@@ -58,20 +58,6 @@ def usage(r: Ran, *words: str) -> None:
     assert "Traceback" not in r.err and "usage:" in r.err
     for w in words:
         assert w in r.err, (w, r.err)
-
-
-@pytest.fixture(scope="module")
-def demo_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("template") / "store"
-    build_demo_store(root)
-    return root
-
-
-@pytest.fixture
-def demo(demo_template: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "demo"
-    shutil.copytree(demo_template, root)
-    return root
 
 
 def ls_json(root: Path, *extra: str) -> list[dict[str, Any]]:

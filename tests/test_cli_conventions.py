@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -15,24 +14,8 @@ from typing import Any
 import pytest
 from test_cli import agentrun, refused, usage
 
-from durableagent.demo import build_demo_store
-
 ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
 README = Path(__file__).resolve().parent.parent / "README.md"
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("conventions") / "store"
-    build_demo_store(root)
-    return root
-
-
-@pytest.fixture
-def demo(template: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "demo"
-    shutil.copytree(template, root)
-    return root
 
 
 def json_lines(out: str) -> list[dict[str, Any]]:

@@ -4,29 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
-import pytest
 from test_cli import agentrun, refused
 
-from durableagent.demo import build_demo_store
-
 README = Path(__file__).resolve().parent.parent / "README.md"
-
-
-@pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("plan") / "store"
-    build_demo_store(root)
-    return root
-
-
-@pytest.fixture
-def demo(template: Path, tmp_path: Path) -> Path:
-    root = tmp_path / "demo"
-    shutil.copytree(template, root)
-    return root
 
 
 def test_plan_of_an_indeterminate_run_names_the_blocked_write(demo: Path) -> None:
