@@ -4,13 +4,14 @@ build a client with the SDK's retries off, and rebuild it for each new event loo
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from typing import Any, Generic, TypeVar
 
 C = TypeVar("C")
 
 
-class SDKClient(Generic[C]):
+class SDKClient(ABC, Generic[C]):
     """Holds an adapter's SDK client (``C``). One given by the user is used as it is; one the
     adapter builds (``_new_client``) is built at once, so that missing credentials are said
     then rather than at the first call, and again for each new event loop (its pooled
@@ -26,8 +27,9 @@ class SDKClient(Generic[C]):
         self._client = client if client is not None else self._new_client()
         self._loop: asyncio.AbstractEventLoop | None = None
 
+    @abstractmethod
     def _new_client(self) -> C:
-        raise NotImplementedError
+        """A new SDK client with its retries off, from the adapter's settings."""
 
     @property
     def client(self) -> C:
