@@ -13,7 +13,15 @@ from typing import Any
 
 import pytest
 
-from durableagent import FileStore, Reconcile, RunStatus, idempotency_key, signal, view_store
+from durableagent import (
+    Attempt,
+    FileStore,
+    Reconcile,
+    RunStatus,
+    idempotency_key,
+    signal,
+    view_store,
+)
 from durableagent.demo import SERVICE_DOWN, build_demo_store, demo_agent, demo_dir, read_list
 from durableagent.errors import StoreError
 from durableagent.worker import Worker, reset_attempts
@@ -118,6 +126,13 @@ async def test_the_demo_story_with_a_worker(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, f"{run_id} stayed {got}, wanted {want}"
             await asyncio.sleep(0.02)
 
+    async def attempt_ended(run_id: str) -> Attempt:
+        deadline = time.monotonic() + 15
+        while (last := store.attempts(run_id)[-1]).ended is None:
+            assert time.monotonic() < deadline, f"{run_id}'s attempt {last.number} never ended"
+            await asyncio.sleep(0.02)
+        return last
+
     try:
         # The slow run was killed partway by the demo; the worker resumes it from the journal.
         [killed] = store.attempts("access-audit")
@@ -126,7 +141,9 @@ async def test_the_demo_story_with_a_worker(tmp_path: Path) -> None:
         audit = store.load("access-audit")
         llm3 = [r.type for r in audit if r.step == "llm/3"]
         assert llm3 == ["step.started", "step.started", "step.completed"]  # cut off, re-run
-        resumed = store.attempts("access-audit")[-1]
+        # The attempt's end is logged when its lease is released, just after the run's last
+        # record: a reader can see the run completed a moment before its attempt says so.
+        resumed = await attempt_ended("access-audit")
         assert resumed.ended == "completed"
         # Its first record is the re-run: the four steps with results were replayed, not re-run.
         first = audit[resumed.first_seq - 1]
