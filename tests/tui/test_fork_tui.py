@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import getpass
 from pathlib import Path
+from typing import Any
 
+import pytest
 from tuihelpers import loaded, make_app, record_pane, screen_text, select, until, unwrapped
 
 from durableagent import FileStore, Message, Status, ToolCall, forked_from
+from durableagent_tui import acting
 from durableagent_tui.app import SupervisorApp
 from durableagent_tui.dialogs import ConfirmDialog, ForkDialog
 from durableagent_tui.sample import T0, JournalWriter
@@ -116,7 +119,8 @@ async def test_drop_signals_is_said_in_words_and_nothing_is_carried(tmp_path: Pa
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
         assert "signals drops every signal" in screen_text(app)
         await pilot.press("y")
-        await until(pilot, lambda: store.summary("printer-1-fork") is not None)
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmDialog | ForkDialog))
+    assert store.summary("printer-1-fork") is not None  # the fork has returned: all copied
     assert not [r for r in store.load("printer-1-fork") if r.type == "signal"]
 
 
@@ -189,7 +193,7 @@ async def test_read_only_hides_fork(tmp_path: Path) -> None:
 
 async def test_lineage_is_shown_both_ways_and_the_new_fork_is_selected(tmp_path: Path) -> None:
     root = tmp_path / "runs"
-    store = approved_store(root)
+    approved_store(root)
     app = make_app(root)
     async with app.run_test(size=SIZE) as pilot:
         await open_fork(pilot, app, 7)
@@ -197,7 +201,7 @@ async def test_lineage_is_shown_both_ways_and_the_new_fork_is_selected(tmp_path:
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
         await pilot.press("y")
-        await until(pilot, lambda: store.summary("printer-1-fork") is not None)
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmDialog | ForkDialog))
         await app._rescan()  # what the watcher does when it sees the new journal
         await until(pilot, lambda: app.table.selected_run == "printer-1-fork")
         await select(pilot, "printer-1-fork")
@@ -209,6 +213,31 @@ async def test_lineage_is_shown_both_ways_and_the_new_fork_is_selected(tmp_path:
         assert unwrapped(said) in record_pane(app)
         await select(pilot, "printer-1")
         await until(pilot, lambda: "forks: printer-1-fork" in (app.timeline.border_title or ""))
+
+
+async def test_a_fork_the_table_shows_before_the_fork_returns_is_selected_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The watcher can show the new run as soon as its first record lands, while the fork is
+    still copying: the fork's end selects it then (no later change would)."""
+    root = tmp_path / "runs"
+    approved_store(root)
+    app = make_app(root)
+    real_fork = acting.fork
+
+    def fork_seen_early(*args: Any, **kwargs: Any) -> None:
+        real_fork(*args, **kwargs)
+        app.call_from_thread(app._rescan)  # the watcher's refresh, before the fork returns
+        assert "printer-1-fork" in app.rows.summaries
+
+    monkeypatch.setattr(acting, "fork", fork_seen_early)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_fork(pilot, app, 7)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.press("y")
+        await until(pilot, lambda: not isinstance(app.screen, ConfirmDialog | ForkDialog))
+        await until(pilot, lambda: app.table.selected_run == "printer-1-fork")
 
 
 async def test_the_record_pane_says_who_decided_why_and_what_came_of_it(tmp_path: Path) -> None:

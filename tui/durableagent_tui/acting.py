@@ -174,5 +174,6 @@ class DialogActions(_Base):
 
     def _written(self, done: str | None) -> None:
         # The table changes when the watcher sees the record, not here.
+        self._jump()  # a fork the table already shows is selected now
         if done:
             self.notify(done, title="written", markup=False)

@@ -264,17 +264,24 @@ class SupervisorApp(DialogActions, App[int]):
             )
         self.refresh_bindings()
 
+    def _jump(self) -> None:
+        """Select the run a fork made, once the table has it. The watcher can show the new
+        run before the fork returns (its first record lands first) or after, so both the
+        refresh and the fork's end try."""
+        if self._jump_to is None or self._jump_to not in self.rows.summaries:
+            return
+        row = self.rows.index(self._jump_to)  # None when the filter hides it
+        if row is not None:
+            self.table.move_cursor(row=row, animate=False)
+        self._jump_to = None
+
     def _show_changes(self, changes: Changes, initial: bool) -> None:
         table = self.table
         with self.batch_update():
             table.rows_changed()
             if initial and table.row_count:
                 table.move_cursor(row=0, animate=False)
-            if self._jump_to is not None and self._jump_to in self.rows.summaries:
-                row = self.rows.index(self._jump_to)  # None when the filter hides it
-                if row is not None:
-                    table.move_cursor(row=row, animate=False)
-                self._jump_to = None
+            self._jump()
             self.header.set_counts(self.rows.counts)
             if changes and not initial:
                 self.header.set_live(self.header.live, time.time())
