@@ -263,6 +263,9 @@ class Timeline(DataTable[Text]):
             if not at_end and cursor in keys:
                 self.move_cursor(row=keys.index(cursor), animate=False)
         self._rows = rows
+        # Textual re-checks a ScrollView's bars only when its size changes, not when its rows
+        # do: a short run shown after a long one kept the long one's (empty) scrollbar.
+        self.call_after_refresh(self._refresh_scrollbars)
         if at_end and self.row_count:
             self.move_cursor(row=self.row_count - 1, animate=False)
 
