@@ -173,9 +173,10 @@ async def test_the_app_command_is_quoted_and_never_run_by_a_shell(tmp_path: Path
 # -- app processes are always reaped --------------------------------------------------------
 
 STUBBORN = """
-import signal, sys, time
+import pathlib, signal, sys, time
 if sys.argv[1] == "ignore-sigterm":
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+pathlib.Path(sys.argv[3]).touch()  # ready: its handler is in place
 sys.stdout.write("__GANGLION__\\n")
 sys.stdout.flush()
 while True:  # never reads the quit packet on stdin
@@ -184,10 +185,15 @@ while True:  # never reads the quit packet on stdin
 
 
 @asynccontextmanager
-async def stubborn_server(mode: str) -> AsyncIterator[web.WebServer]:
+async def stubborn_server(mode: str, ready: Path) -> AsyncIterator[web.WebServer]:
+    """A server whose app ignores the quit packet (and SIGTERM, in ``ignore-sigterm`` mode);
+    the app touches ``ready`` once it ignores what it should."""
     tag = f"stubborn-{uuid.uuid4().hex}"  # to find its apps, should the reaping under test fail
     server = web.WebServer(
-        [sys.executable, "-c", STUBBORN, mode, tag], host="127.0.0.1", port=0, grace=0.3
+        [sys.executable, "-c", STUBBORN, mode, tag, str(ready)],
+        host="127.0.0.1",
+        port=0,
+        grace=0.3,
     )
     await server.start()
     try:
@@ -198,12 +204,14 @@ async def stubborn_server(mode: str) -> AsyncIterator[web.WebServer]:
 
 
 async def open_session(
-    server: web.WebServer, session: aiohttp.ClientSession
+    server: web.WebServer, session: aiohttp.ClientSession, ready: Path
 ) -> tuple[aiohttp.ClientWebSocketResponse, asyncio.subprocess.Process]:
     url = f"ws://127.0.0.1:{server.port}/ws/{server.token}?width=80&height=24"
     ws = await session.ws_connect(url, headers={"Origin": f"http://127.0.0.1:{server.port}"})
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(30):  # a slow interpreter start must not look like a fast kill
         while not (server.sessions and next(iter(server.sessions)).service.process):
+            await asyncio.sleep(0.02)
+        while not ready.exists():
             await asyncio.sleep(0.02)
     process = next(iter(server.sessions)).service.process
     assert process is not None
@@ -215,10 +223,11 @@ async def open_session(
     [("ignore-quit", signal.SIGTERM), ("ignore-sigterm", signal.SIGKILL)],
 )
 async def test_an_app_that_will_not_quit_is_terminated_then_killed_when_its_client_leaves(
-    mode: str, ended_by: int
+    mode: str, ended_by: int, tmp_path: Path
 ) -> None:
-    async with stubborn_server(mode) as server, aiohttp.ClientSession() as session:
-        ws, process = await open_session(server, session)
+    ready = tmp_path / "ready"
+    async with stubborn_server(mode, ready) as server, aiohttp.ClientSession() as session:
+        ws, process = await open_session(server, session, ready)
         await ws.close()
         async with asyncio.timeout(10):
             assert await process.wait() == -ended_by
@@ -227,9 +236,13 @@ async def test_an_app_that_will_not_quit_is_terminated_then_killed_when_its_clie
                 await asyncio.sleep(0.02)
 
 
-async def test_stopping_the_server_kills_an_app_that_ignores_sigterm() -> None:
-    async with stubborn_server("ignore-sigterm") as server, aiohttp.ClientSession() as session:
-        _, process = await open_session(server, session)
+async def test_stopping_the_server_kills_an_app_that_ignores_sigterm(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    async with (
+        stubborn_server("ignore-sigterm", ready) as server,
+        aiohttp.ClientSession() as session,
+    ):
+        _, process = await open_session(server, session, ready)
         async with asyncio.timeout(10):
             await server.stop()
         assert process.returncode == -signal.SIGKILL

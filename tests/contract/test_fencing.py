@@ -69,6 +69,13 @@ def status(store: Store, run_id: str) -> RunStatus:
     return RunStatus.READY if summary is None else summary.status
 
 
+def finished(store: Store, run_id: str) -> bool:
+    """The run completed and its attempt's end is logged. The end is written when the lease is
+    released, just after the run's last record, so a reader can see one without the other."""
+    attempts = store.attempts(run_id)
+    return status(store, run_id) == RunStatus.COMPLETED and attempts[-1].ended is not None
+
+
 def wake_and_watch_it_fail(a: WorkerProcess, store: Store, run_id: str, gate: Path) -> None:
     """Let the paused worker's step finish (its gate opens), wake it, and wait until it has
     tried to record the step and been refused. The journal must not change meanwhile."""
@@ -114,7 +121,7 @@ def test_a_worker_paused_inside_a_write_is_fenced_off_and_its_write_is_reconcile
     b = start("B")
     signal(store, "f1", "reconcile", Reconcile("tool/2/0/create_ticket", "done", "T-7"), by="op")
     wait_for(
-        lambda: status(store, "f1") == RunStatus.COMPLETED,
+        lambda: finished(store, "f1"),
         timeout=30,
         why=f"B to finish the run:\n{log_of(b)}",
     )
@@ -147,7 +154,7 @@ def test_a_worker_paused_inside_a_read_is_fenced_off_and_the_read_runs_again(
 
     b = start("B")
     wait_for(
-        lambda: status(store, "f1") == RunStatus.COMPLETED,
+        lambda: finished(store, "f1"),
         timeout=30,
         why=f"B to take the run over:\n{log_of(b)}",
     )

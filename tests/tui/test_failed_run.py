@@ -48,6 +48,7 @@ async def test_R_asks_naming_the_run_and_shows_the_workers_count(sample: Path) -
         await select(pilot, "refund-1041")
         await pilot.press("R")
         await until(pilot, lambda: isinstance(app.screen, RetryDialog))
+        await pilot.pause()  # pushed from a thread: let it draw
         text = screen_text(app)
         assert "Retry failed run  refund-1041" in text
         assert "error    model call failed: 503 Service Unavailable" in text
@@ -68,6 +69,7 @@ async def test_y_in_the_retry_dialog_clears_the_count_as_agentrun_retry_does(
         await select(pilot, "refund-1041")
         await pilot.press("R")
         await until(pilot, lambda: isinstance(app.screen, RetryDialog))
+        await pilot.pause()  # pushed from a thread: let it draw
         await pilot.press("y")
         await until(pilot, lambda: not counted(sample, "refund-1041").exists())
         await until(pilot, lambda: "will be retried by the next worker" in screen_text(app))
@@ -81,6 +83,7 @@ async def test_enter_and_esc_in_the_retry_dialog_change_nothing(sample: Path) ->
         await select(pilot, "refund-1041")
         await pilot.press("R")
         await until(pilot, lambda: isinstance(app.screen, RetryDialog))
+        await pilot.pause()  # pushed from a thread: let it draw
         await pilot.press("enter", "space")
         await app.workers.wait_for_complete()
         assert isinstance(app.screen, RetryDialog)
@@ -97,6 +100,7 @@ async def test_retry_of_a_run_that_moved_on_changes_nothing(sample: Path) -> Non
         await select(pilot, "refund-1041")
         await pilot.press("R")
         await until(pilot, lambda: isinstance(app.screen, RetryDialog))
+        await pilot.pause()  # pushed from a thread: let it draw
         # A worker retries it meanwhile and gets further.
         JournalWriter(FileStore(sample), "refund-1041", T0 + 3000).add(
             "step.completed", "llm/1", "model", {"role": "assistant", "content": "ok"}
@@ -115,6 +119,7 @@ async def test_R_without_a_recorded_count_says_so(sample: Path) -> None:
         await select(pilot, "refund-1041")
         await pilot.press("R")
         await until(pilot, lambda: isinstance(app.screen, RetryDialog))
+        await pilot.pause()  # pushed from a thread: let it draw
         assert "no failure count recorded" in screen_text(app)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from textual.binding import Binding
 from textual.widgets import Input
-from tuihelpers import loaded, make_app, screen_text, select, toast_text
+from tuihelpers import following, loaded, make_app, screen_text, select, toast_text, until
 
 from durableagent_tui import dialogs
 from durableagent_tui.app import SupervisorApp
@@ -38,6 +38,7 @@ async def test_j_k_g_G_home_end_move_in_the_runs_table(sample: Path) -> None:
         assert table.cursor_row == last
         await pilot.press("home")
         assert table.cursor_row == 0
+        await until(pilot, lambda: following(app))  # read off the loop
         assert app.timeline.run_id == table.shown()[0]  # the timeline follows
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from tuihelpers import loaded, make_app, select
+from tuihelpers import following, loaded, make_app, select, until
 
 from durableagent_tui.sample import HINTS, build_sample_store
 
@@ -24,6 +24,7 @@ def at(run_id: str | None = None, *keys: str) -> Any:
         if keys:
             await pilot.press(*keys)
         await pilot.app.workers.wait_for_complete()  # R reads the failure count in a thread
+        await until(pilot, lambda: following(pilot.app))  # a filter moves the cursor: read its run
         # Tables size their columns when idle: under load one pause may come too early.
         for _ in range(3):
             await pilot.wait_for_scheduled_animations()

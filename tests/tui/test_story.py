@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from tuihelpers import loaded, make_app, screen_text, select
+from tuihelpers import loaded, make_app, screen_text, select, until
 
 from durableagent import (
     FileStore,
@@ -181,8 +181,9 @@ async def test_journal_text_with_markup_is_shown_literally_in_the_dialogs(
         j.outcome(Status.INDETERMINATE, step="tool/2/0/create_ticket")
         app.apply(app.tracker.scan())
         await pilot.pause()
-        await pilot.press("r")
-        assert isinstance(app.screen, ReconcileDialog)
+        await pilot.press("r")  # opens at once, or after reading the run's new records
+        await until(pilot, lambda: isinstance(app.screen, ReconcileDialog))
+        await pilot.pause()
         text = screen_text(app)
         assert "approved by [b]mallory[/b] at" in text and ": [/]" in text
         assert "[red]look[/red] in [b]queue[/b] [/oops]" in text
