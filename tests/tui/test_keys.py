@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 from textual.binding import Binding
 from textual.widgets import Input
-from tuihelpers import following, loaded, make_app, screen_text, select, toast_text, until
+from tuihelpers import (
+    burst,
+    following,
+    loaded,
+    make_app,
+    screen_text,
+    select,
+    toast_text,
+    until,
+)
 
 from durableagent_tui import dialogs
 from durableagent_tui.app import SupervisorApp
@@ -84,6 +93,30 @@ async def test_esc_goes_back_from_the_timeline_to_the_runs(sample: Path) -> None
         assert app.timeline.has_focus
         await pilot.press("escape", "escape")  # back to the runs, then clear the filter
         assert app.table.has_focus and app.filter_text == ""
+
+
+async def test_keys_typed_in_one_burst_after_slash_go_to_the_filter_never_to_the_runs(
+    sample: Path,
+) -> None:
+    """'/' then 'await' at typing speed: each letter is the filter's, not a key of the runs
+    table (a would open the approve dialog on the selected run, n would move, r reconcile)."""
+    app = make_app(sample)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await loaded(pilot)
+        await select(pilot, "billing-1042")  # awaiting approval: a opens its dialog
+        burst(app, "slash", *"await")
+        await pilot.pause()
+        assert app.screen is app.screen_stack[0] and not isinstance(app.screen, ApproveDialog)
+        assert app.filter_text == "await" and toast_text(app) == ""
+        assert sorted(app.table.shown()) == ["billing-1042", "markup-1048"]
+        burst(app, "enter", *"nn")  # back to the runs: n is theirs again, not the filter's
+        await pilot.pause()
+        assert app.filter_text == "await" and app.table.has_focus
+        assert app.table.selected_run == "billing-1042"  # two n: round the two matches
+        burst(app, "escape", "n")  # clear the filter, then the next run needing a human
+        await pilot.pause()
+        assert app.filter_text == "" and app.query_one("#filter", Input).value == ""
+        assert app.table.row_count == 9
 
 
 @pytest.mark.parametrize("in_dialog", [False, True])

@@ -6,7 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from textual.widgets import Button, Input, OptionList
-from tuihelpers import line_with, loaded, make_app, screen_lines, screen_text, select, until
+from tuihelpers import (
+    burst,
+    line_with,
+    loaded,
+    make_app,
+    screen_lines,
+    screen_text,
+    select,
+    until,
+)
 
 from durableagent import FileStore, Status, ToolCall
 from durableagent_tui.app import SupervisorApp
@@ -99,6 +108,30 @@ async def test_deny_asks_why_in_the_one_reason_box(sample: Path) -> None:
         [sig] = signals(sample, "billing-1042")
         assert (sig["name"], sig["reason"]) == ("deny", "use the finance form")
         assert len(app.screen_stack) == 1
+
+
+async def test_a_reason_typed_right_after_d_is_the_reason_even_when_it_starts_with_y(
+    sample: Path,
+) -> None:
+    """d, then 'yes, but not today' at typing speed: the y is the reason's first letter, never
+    the approve key of the calls list that had the focus a moment before."""
+    before = journal(sample, "billing-1042")
+    app = make_app(sample)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await select(pilot, "billing-1042")
+        await pilot.press("a")
+        dialog = app.screen
+        assert isinstance(dialog, ApproveDialog)
+        burst(app, "d", *"yes, but not today")
+        await settle(pilot)
+        assert journal(sample, "billing-1042") == before  # nothing approved
+        assert app.screen is dialog and dialog.denying is not None
+        assert dialog.query_one("#reason", Input).value == "yes, but not today"
+        await pilot.press("enter")
+        await until(pilot, lambda: bool(signals(sample, "billing-1042")))
+        [sig] = signals(sample, "billing-1042")
+        assert (sig["name"], sig["reason"]) == ("deny", "yes, but not today")
 
 
 async def test_a_reason_typed_before_d_goes_with_the_deny(sample: Path) -> None:

@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
+from textual import events
 from textual.pilot import Pilot
 
 from durableagent_tui.app import SupervisorApp
@@ -25,6 +26,16 @@ def make_app(root: Path, **kw: object) -> SupervisorApp:
     }
     opts.update(kw)
     return SupervisorApp(root, **opts)  # type: ignore[arg-type]
+
+
+BURST_CHARS = {"slash": "/", "escape": "\x1b", "enter": "\r"}
+
+
+def burst(app: SupervisorApp, *keys: str) -> None:
+    """Queue ``keys`` all at once, as a paste or a fast typist does in a real terminal: the
+    app handles the first only after the last has arrived (``pilot.press`` waits between)."""
+    for key in keys:
+        app.post_message(events.Key(key, BURST_CHARS.get(key, key if len(key) == 1 else None)))
 
 
 async def until(pilot: Pilot[object], cond: Callable[[], bool], timeout: float = 5.0) -> None:

@@ -26,6 +26,7 @@ from durableagent.stores import Store
 from .acting import DialogActions
 from .detail import RecordDetail
 from .dialogs import HelpScreen
+from .focus import focus_now
 from .header import StoreHeader
 from .runs_model import RunRows
 from .runs_table import RunsTable
@@ -69,7 +70,9 @@ class SupervisorApp(DialogActions, App[int]):
     # falls through to the hidden "unavailable" binding, which says why instead of nothing.
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("question_mark", "help", "Help", id="help"),
-        Binding("slash", "filter", "Filter", id="filter"),
+        # A priority binding runs as the key arrives, before the next is passed on: what is
+        # typed right after / lands in the filter, never on the runs table's keys.
+        Binding("slash", "filter", "Filter", priority=True, id="filter"),
         Binding("n", "next_human", "Next", id="next_human"),
         Binding("a", "approve", "Approve", id="approve"),
         Binding("a", "unavailable('approve')", show=False, id="approve.unavailable"),
@@ -80,6 +83,7 @@ class SupervisorApp(DialogActions, App[int]):
         Binding("p", "plan", "Plan", id="plan"),
         Binding("f", "fork", "Fork", id="fork"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
+        Binding("enter", "filter_done", "Done", priority=True, id="filter_done"),
         Binding("q", "quit", "Quit", id="quit"),
         # Priority: a dialog (a modal screen) hides the app's other keys; this one still works.
         Binding("ctrl+c", "quit_now", "Quit", show=False, priority=True, id="quit_now"),
@@ -141,7 +145,7 @@ class SupervisorApp(DialogActions, App[int]):
         self.query_one("#detail").border_title = "record"
         self.query_one("#filter", Input).cursor_blink = self.cursor_blink
         self.query_one("#filter").display = False
-        self.query_one("#runs", RunsTable).focus()
+        focus_now(self.query_one("#runs", RunsTable))
         self._update_empty()
         self._ticking = self.set_interval(1.0, self.header.tick)  # the loading seconds
         self._load()
@@ -372,15 +376,15 @@ class SupervisorApp(DialogActions, App[int]):
 
     @on(RunsTable.Selected, "#runs")
     def _run_selected(self) -> None:
-        self.timeline.focus()
+        focus_now(self.timeline)
 
     @on(Timeline.Back)
     def _timeline_back(self) -> None:
-        self.table.focus()
+        focus_now(self.table)
 
     @on(RecordDetail.Back)
     def _detail_back(self) -> None:
-        self.timeline.focus()
+        focus_now(self.timeline)
 
     @on(DataTable.RowHighlighted, "#timeline")
     def _record_highlighted(self) -> None:
@@ -407,16 +411,21 @@ class SupervisorApp(DialogActions, App[int]):
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
+        if not box.display and box.value.strip().lower() != self.filter_text:
+            box.value = self.filter_text  # keys that reached it while hidden are dropped
         box.display = True
-        box.focus()
+        focus_now(box)
 
     @on(Input.Changed, "#filter")
     def _filter_changed(self, event: Input.Changed) -> None:
+        if not event.input.display:
+            return  # a key typed right after esc, on its way before the box closed
         self.set_filter(event.value)
 
-    @on(Input.Submitted, "#filter")
-    def _filter_done(self) -> None:
-        self.table.focus()
+    def action_filter_done(self) -> None:
+        """enter in the filter: back to the runs, as the key arrives (keys typed right after
+        it are the table's, not more filter text)."""
+        focus_now(self.table)
 
     def set_filter(self, text: str) -> None:
         """Show only runs whose id or status contains ``text`` (case-insensitive): the model
@@ -435,7 +444,7 @@ class SupervisorApp(DialogActions, App[int]):
             box.value = ""
             box.display = False
             self.set_filter("")
-            self.table.focus()
+            focus_now(self.table)
 
     # -- actions -----------------------------------------------------------------------------
 
@@ -443,6 +452,11 @@ class SupervisorApp(DialogActions, App[int]):
         """Hide writes when read-only; grey out the ones the selected run does not offer."""
         if len(self.screen_stack) > 1 and action in _MAIN_ACTIONS:
             return False  # a dialog is up: its keys, not the main screen's
+        if action == "filter" and isinstance(self.focused, Input):
+            return False  # typing in the filter: / is a character
+        if action == "filter_done":
+            focused = self.focused
+            return isinstance(focused, Input) and focused.id == "filter"
         return self.offers(action)
 
     def offers(self, action: str) -> bool | None:
@@ -483,7 +497,7 @@ class SupervisorApp(DialogActions, App[int]):
             target = ids[0]
         self._last_jump = target
         self.table.move_cursor(row=self.table.get_row_index(target), animate=False)
-        self.table.focus()
+        focus_now(self.table)
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         """The palette offers the same actions as the keys."""
@@ -543,6 +557,7 @@ _MAIN_ACTIONS = frozenset(
         "fork",
         "unavailable",
         "clear_filter",
+        "filter_done",
         "quit",
     }
 )

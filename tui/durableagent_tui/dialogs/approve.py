@@ -22,6 +22,7 @@ from textual.widgets.option_list import Option
 from durableagent import Pending, RunView, marker_step
 
 from ..actions import Decision
+from ..focus import focus_now
 from ..story import approval_story
 from ..summaries import pretty
 from .base import Act, ActingDialog, action_button, fit_heights, keys_text, login_name, steady
@@ -42,7 +43,9 @@ class ApproveDialog(ActingDialog):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "approve", "Approve", id="dialog.approve"),
-        Binding("d", "deny", "Deny…", id="dialog.deny"),
+        # d moves the focus to the reason box as the key arrives (a priority binding runs
+        # before the next key is passed on), so a reason typed right after it lands there.
+        Binding("d", "deny", "Deny…", priority=True, id="dialog.deny"),
         Binding("A", "approve_all", "Approve all", id="dialog.approve_all"),
         Binding("escape", "back", "Close", id="dialog.close"),
     ]
@@ -99,8 +102,14 @@ class ApproveDialog(ActingDialog):
         calls = self.query_one("#calls", OptionList)
         if calls.option_count:
             calls.highlighted = 0
-        calls.focus()
+        focus_now(calls)
         self._relabel()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """While the reason box has the focus, letters are the reason's. No key approves or
+        denies then, not even one typed before the focus moved and passed on after."""
+        typing = isinstance(self.focused, Input)
+        return not (typing and action in ("approve", "deny", "approve_all"))
 
     # -- what is selected --------------------------------------------------------------------
 
@@ -184,7 +193,7 @@ class ApproveDialog(ActingDialog):
         self.denying = p
         box = self.query_one("#reason", Input)
         box.add_class("-denying")
-        box.focus()
+        focus_now(box)
         self._relabel()
 
     def _stop_denying(self) -> None:
@@ -203,7 +212,7 @@ class ApproveDialog(ActingDialog):
         p = self.denying
         if p is None:
             # Not denying: enter keeps the reason and goes back to the calls; it sends nothing.
-            self.query_one("#calls", OptionList).focus()
+            focus_now(self.query_one("#calls", OptionList))
             return
         self._send(
             Decision(
@@ -227,6 +236,6 @@ class ApproveDialog(ActingDialog):
         """esc: out of the deny question first, then close."""
         if self.denying is not None:
             self._stop_denying()
-            self.query_one("#calls", OptionList).focus()
+            focus_now(self.query_one("#calls", OptionList))
             return
         self.dismiss(None)

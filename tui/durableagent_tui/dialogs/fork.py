@@ -23,6 +23,7 @@ from textual.widgets import Button, Input, Label, RadioButton, RadioSet, Static
 from durableagent import DurableAgentError, RunView
 from durableagent.fork import DROP, KEEP, ForkPlan, plan_fork
 
+from ..focus import focus_now
 from ..story import facts_grid
 from .base import ActingDialog, action_button, keys_line, login_name, steady
 from .confirm import ConfirmDialog
@@ -118,7 +119,7 @@ class ForkDialog(ActingDialog):
 
     def on_mount(self) -> None:
         steady(self)
-        self.query_one("#new-id", Input).focus()
+        focus_now(self.query_one("#new-id", Input))
         self.preview()
 
     @property

@@ -22,6 +22,7 @@ from textual.widgets.option_list import Option
 from durableagent import RunView, StepView
 
 from ..actions import Decision
+from ..focus import focus_now
 from ..story import reconcile_facts
 from .approve import call_option
 from .base import Act, ActingDialog, fit_heights, keys_line, login_name, steady
@@ -96,7 +97,7 @@ class ReconcileDialog(ActingDialog):
         fit_heights(self, {"#story": 0.45})
         steady(self)
         self.query_one("#choice", OptionList).highlighted = 0
-        self.query_one("#result", Input).focus()
+        focus_now(self.query_one("#result", Input))
 
     @on(Input.Submitted, "#result")
     def _entered(self) -> None:
@@ -107,7 +108,7 @@ class ReconcileDialog(ActingDialog):
         if event.option.id == "retry":
             self.ask_retry()
         else:
-            self.query_one("#result", Input).focus()
+            focus_now(self.query_one("#result", Input))
 
     def record_done(self) -> None:
         """Reconcile as done with the typed result; an empty box writes nothing."""
@@ -115,7 +116,7 @@ class ReconcileDialog(ActingDialog):
         result = self.query_one("#result", Input).value.strip()
         if not result:
             self.show_error("Type the result you found (e.g. the ticket id), or choose retry.")
-            self.query_one("#result", Input).focus()
+            focus_now(self.query_one("#result", Input))
             return
         payload = {"step": step.name, "outcome": "done", "result": result}
         decision = Decision(
