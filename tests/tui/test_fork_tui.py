@@ -54,6 +54,18 @@ async def open_fork(pilot, app: SupervisorApp, seq: int) -> ForkDialog:  # type:
     return app.screen
 
 
+async def ask(pilot, app: SupervisorApp) -> None:  # type: ignore[no-untyped-def]
+    """enter in the fork dialog: the question comes up (nothing is written yet)."""
+    await pilot.press("enter")
+    await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+
+
+async def say_yes(pilot, app: SupervisorApp) -> None:  # type: ignore[no-untyped-def]
+    """y to the question; both dialogs close once the fork has returned (all copied)."""
+    await pilot.press("y")
+    await until(pilot, lambda: not isinstance(app.screen, ConfirmDialog | ForkDialog))
+
+
 async def test_f_on_a_step_forks_only_after_y_naming_both_runs(tmp_path: Path) -> None:
     root = tmp_path / "runs"
     store = approved_store(root)
@@ -67,8 +79,7 @@ async def test_f_on_a_step_forks_only_after_y_naming_both_runs(tmp_path: Path) -
         assert "1 model call and 1 tool call" in text
         assert "keeps 1 decision on the same calls" in text
         await pilot.press("ctrl+a", "ctrl+k", *"printer-2", "tab", *"prompt fixed")
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await ask(pilot, app)
         question = screen_text(app)
         assert "Fork printer-1 at llm/2 as printer-2?" in question
         assert "printer-1 is not changed" in question
@@ -97,8 +108,7 @@ async def test_n_in_the_question_and_esc_in_the_dialog_write_nothing(tmp_path: P
     app = make_app(root)
     async with app.run_test(size=SIZE) as pilot:
         await open_fork(pilot, app, 7)
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await ask(pilot, app)
         await pilot.press("n")
         await until(pilot, lambda: isinstance(app.screen, ForkDialog))
         await pilot.press("escape")
@@ -115,11 +125,9 @@ async def test_drop_signals_is_said_in_words_and_nothing_is_carried(tmp_path: Pa
         dialog.query_one("#drop").value = True  # type: ignore[attr-defined]
         await pilot.pause()
         assert "drops every signal (1 decision left behind)" in screen_text(app)
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await ask(pilot, app)
         assert "signals drops every signal" in screen_text(app)
-        await pilot.press("y")
-        await until(pilot, lambda: not isinstance(app.screen, ConfirmDialog | ForkDialog))
+        await say_yes(pilot, app)
     assert store.summary("printer-1-fork") is not None  # the fork has returned: all copied
     assert not [r for r in store.load("printer-1-fork") if r.type == "signal"]
 
@@ -198,10 +206,8 @@ async def test_lineage_is_shown_both_ways_and_the_new_fork_is_selected(tmp_path:
     async with app.run_test(size=SIZE) as pilot:
         await open_fork(pilot, app, 7)
         await pilot.press("tab", *"why not")
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
-        await pilot.press("y")
-        await until(pilot, lambda: not isinstance(app.screen, ConfirmDialog | ForkDialog))
+        await ask(pilot, app)
+        await say_yes(pilot, app)
         await app._rescan()  # what the watcher does when it sees the new journal
         await until(pilot, lambda: app.table.selected_run == "printer-1-fork")
         await select(pilot, "printer-1-fork")
@@ -233,10 +239,8 @@ async def test_a_fork_the_table_shows_before_the_fork_returns_is_selected_too(
     monkeypatch.setattr(acting, "fork", fork_seen_early)
     async with app.run_test(size=SIZE) as pilot:
         await open_fork(pilot, app, 7)
-        await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, ConfirmDialog))
-        await pilot.press("y")
-        await until(pilot, lambda: not isinstance(app.screen, ConfirmDialog | ForkDialog))
+        await ask(pilot, app)
+        await say_yes(pilot, app)
         await until(pilot, lambda: app.table.selected_run == "printer-1-fork")
 
 
