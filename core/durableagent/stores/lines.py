@@ -12,11 +12,13 @@ from ..record import LineError, Record, decode_line, is_whole_record
 def split_journal(data: bytes) -> tuple[list[bytes], int]:
     """The complete lines of ``data`` and the byte length they span.
 
-    A torn tail is left out: it was never acknowledged. That is a final piece without its
-    newline, unless the piece is a whole record whose crc matches (an fsynced record whose
-    newline was lost or flipped: it is kept, and the next append writes the newline); and a
-    final line that ends in NUL bytes (a block a power loss left zero-filled). A NUL anywhere
-    else is not a tear: the line is reported as corrupt when it is parsed.
+    A torn tail is left out: it was never acknowledged. That is the final line when it is
+    a piece without its newline, unless the piece is a whole record whose crc matches (an
+    fsynced record whose newline was lost or flipped: it is kept, and the next append writes
+    the newline); or a final line that holds NUL bytes anywhere (a power loss can leave a
+    zero-filled block in the middle of the last write, with later bytes of it on disk, its
+    newline included). Only the final line can be torn: a NUL in any earlier line is not a
+    tear, and that line is reported as corrupt when it is parsed.
     """
     lines = data.split(b"\n")
     piece = lines.pop()
@@ -26,7 +28,8 @@ def split_journal(data: bytes) -> tuple[list[bytes], int]:
             if is_whole_record(whole):
                 lines.append(whole)
                 return lines, good + len(whole)
-    if lines and lines[-1].endswith(b"\0"):
+        return lines, good  # the torn piece was the final line
+    if lines and b"\0" in lines[-1]:
         good -= len(lines.pop()) + 1
     return lines, good
 
