@@ -87,19 +87,55 @@ def test_nul_filled_last_line_is_a_torn_tail(store: FileStore, newline: bytes):
     assert b"\0" not in path.read_bytes()
 
 
-def test_a_nul_inside_the_last_line_is_corruption_not_a_tear(store: FileStore):
-    lines = fill(store, "z", 3)
-    last = bytearray(lines[-1])
-    last[10:30] = b"\0" * 20
+def test_the_issue_example_a_zero_block_inside_the_last_line_is_a_torn_tail(store: FileStore):
+    """``{"seq":8,"type":"sig`` + 300 NULs + ``"}\\n``: a power loss zero-filled a block in the
+    middle of the last write, and its later bytes (the newline too) reached the disk."""
+    fill(store, "z", 7)
     path = store.path("z")
-    path.write_bytes(b"".join(lines[:-1]) + bytes(last))
-    before = path.read_bytes()
-    with pytest.raises(CorruptJournalError) as e:
-        store.load("z")
-    assert e.value.line == 3
-    with pytest.raises(CorruptJournalError):
-        store.append("z", Record.make("signal", "s", "", {}))
-    assert path.read_bytes() == before
+    path.write_bytes(path.read_bytes() + b'{"seq":8,"type":"sig' + b"\0" * 300 + b'"}\n')
+    assert [r.seq for r in store.load("z")] == list(range(1, 8))
+    assert store.append("z", Record.make("signal", "s", "", {})).seq == 8
+    assert b"\0" not in path.read_bytes()
+    assert [r.seq for r in store.load("z")] == list(range(1, 9))
+
+
+@given(data=st.data())
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_zeros_anywhere_in_the_final_line_are_a_tear_and_anywhere_before_it_corruption(
+    tmp_path: Path, data: st.DataObject
+):
+    """Where the zeros fall decides: inside the final line (its newline kept or not) the line
+    was never acknowledged and is cut off by the next append; in any earlier line they are
+    damage to an acknowledged record, reported with its line number, the file unchanged."""
+    store = FileStore(tmp_path / "p")
+    path = store.path("p")
+    if not path.exists():
+        fill(store, "p", 5, "payload " * 20)
+    lines = path.read_bytes().splitlines(keepends=True)
+    victim = data.draw(st.integers(0, len(lines) - 1), label="line")
+    body = lines[victim][:-1]  # the zeros fall inside the line, its newline kept
+    start = data.draw(st.integers(0, len(body) - 1), label="start")
+    length = data.draw(st.integers(1, len(body) - start), label="length")
+    damaged = list(lines)
+    damaged[victim] = body[:start] + b"\0" * length + body[start + length :] + b"\n"
+    original = b"".join(lines)
+    path.write_bytes(b"".join(damaged))
+    try:
+        if victim == len(lines) - 1:
+            assert [r.seq for r in store.load("p")] == [1, 2, 3, 4]
+            assert store.append("p", Record.make("signal", "s", "", {})).seq == 5
+            assert b"\0" not in path.read_bytes()
+            assert [r.seq for r in store.load("p")] == [1, 2, 3, 4, 5]
+        else:
+            before = path.read_bytes()
+            with pytest.raises(CorruptJournalError) as e:
+                store.load("p")
+            assert e.value.line == victim + 1
+            assert path.read_bytes() == before
+    finally:
+        path.write_bytes(original)
 
 
 @pytest.mark.parametrize("payload", ["x", "é" * 40_000], ids=["short", "past-the-tail-read"])
@@ -433,3 +469,51 @@ def test_a_store_file_write_that_fails_halfway_leaves_the_old_one_whole(
     assert outcome is not None and outcome.error == "old"
     assert store.read_failures("r") == {"failures": 1}
     assert [p.name for p in (store.root / ".worker").iterdir()] == ["r.json"]
+
+
+def test_a_summary_row_never_claims_more_than_the_journal_durably_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The row that says a run completed is written only once its run.completed is on disk:
+    here its fsync fails, and the record is then lost as a crash would lose it. A listing
+    (which never re-reads a completed run's journal) must not call the run completed."""
+    store = FileStore(tmp_path / "runs")
+    store.append("r", Record.make("run.started", data={"input": []}))
+    before = store.path("r").read_bytes()
+    answer = {"message": {"role": "assistant", "content": "done"}}
+
+    def failing(fd: int) -> None:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    with pytest.raises(DurabilityError):
+        store.append("r", Record.make("run.completed", data=answer))
+    monkeypatch.undo()
+    store.path("r").write_bytes(before)  # what the disk kept
+    (summary,) = FileStore(tmp_path / "runs").summaries()
+    assert summary.status == "ready"
+    assert summary.last_seq == 1
+
+
+@given(
+    step=st.text(max_size=30),
+    data=st.dictionaries(st.text(max_size=8), st.text(max_size=20) | st.integers(), max_size=4),
+    at=st.floats(allow_nan=False, allow_infinity=False) | st.integers(-(2**40), 2**40),
+)
+@settings(max_examples=200, deadline=None)
+def test_the_fast_line_encoder_writes_the_bytes_json_would(step: str, data: dict, at: float):
+    """encode_line's fast path (every append's) and the general one agree byte for byte."""
+    from durableagent.record import _dumps, encode_line
+
+    for kind, typ in (("tool", "step.completed"), ("", "signal"), ("model", "step.started")):
+        record = Record(0, typ, step, kind, data, at)
+        try:
+            body = _dumps(
+                {"seq": 7, "type": typ, "step": step, "kind": kind, "data": data, "at": at}
+            ).encode()
+        except UnicodeEncodeError:  # a lone surrogate: refused either way
+            with pytest.raises(ValueError):
+                encode_line(record, 7)
+            continue
+        want = body[:-1] + b',"crc":"%08x"}\n' % zlib.crc32(body)
+        assert encode_line(record, 7) == want
