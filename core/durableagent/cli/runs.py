@@ -265,9 +265,11 @@ def _describe(r: Record) -> str:
     if r.type == STEP_STARTED:
         source = data.get("classified_by")
         by = f" (class from {clean(source)})" if isinstance(source, str) and source else ""
+        refused = ", refused" if data.get("refused") is True else ""
         if data.get("write") is not True:
-            return f"read{by}" if by else ""
-        return ("write, idempotent" if data.get("idempotent") is True else "write") + by
+            return f"read{refused}{by}" if by or refused else ""
+        kind = "write, idempotent" if data.get("idempotent") is True else "write"
+        return kind + refused + by
     if r.type == STEP_COMPLETED:
         if r.kind == "model":
             calls = data.get("tool_calls") or []
@@ -437,8 +439,16 @@ def _next_steps(store: Store, view: RunView) -> None:
         print("ready: a worker will resume it (agentrun worker --agent MODULE:ATTR)")
     elif view.status == RunStatus.RUNNING:
         holder = store.lease_holder(run) or {}
+        owner = f" {holder['owner']}" if holder.get("owner") else ""
         who = f" (pid {holder['pid']} on {holder['host']})" if "pid" in holder else ""
-        print(f"running: a worker holds its lease{clean(who)}")
+        print(f"running: a worker{clean(owner)} holds its lease{clean(who)}")
+        stuck = holder.get("stuck")
+        if isinstance(stuck, int | float):
+            print(
+                f"stuck: it has not renewed its lease for {stuck:.0f}s (paused or hung); it "
+                "still holds it, so no other worker takes the run over: end that process "
+                "(its death frees the lease) or let it go on"
+            )
 
 
 def plan_dict(view: RunView, p: Plan) -> dict[str, Any]:

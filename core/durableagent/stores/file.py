@@ -12,9 +12,10 @@ import asyncio
 import fcntl
 import json
 import os
+import stat
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,6 @@ from typing import Any
 from ..errors import (
     CorruptJournalError,
     DurabilityError,
-    DurableAgentError,
     LeaseLostError,
     RunConflictError,
     StoreError,
@@ -34,8 +34,9 @@ from ..record import LineError, Record, encode_line, line_seq
 from . import file_logs
 from .file_leases import LEASES_DIR, FileLease, LeaseKeeper
 from .file_logs import ATTEMPTS_DIR, OUTCOMES_DIR
-from .file_summaries import SummaryKeeper, journal_stamp
+from .file_summaries import SummaryKeeper, Tip
 from .fs import (
+    KINDS,
     O_READ,
     O_WRITE,
     StoreDir,
@@ -50,7 +51,6 @@ from .protocol import Attempt, Check, Lease, default_owner
 
 WORKER_DIR = ".worker"
 DEFAULT_TTL = 30.0
-_MARKS = 4096  # runs whose last append this process remembers
 
 
 class FileStore:
@@ -90,7 +90,6 @@ class FileStore:
         self.keeper = SummaryKeeper(self)
         self.leases = LeaseKeeper(self)
         self._tails: dict[str, tuple[int, int, int]] = {}  # load_since: run -> (seq, offset, ino)
-        self._marks: dict[str, tuple[int, int, int]] = {}  # append: run -> (seq, offset, ino)
 
     def __repr__(self) -> str:
         return f"FileStore({str(self.root)!r})"
@@ -190,76 +189,130 @@ class FileStore:
         fences the append: if it is no longer current, LeaseLostError and nothing written. A
         new journal appears only with its first complete record (written aside, fsynced,
         linked into place)."""
+        return self._append(run_id, (record,), check, lease, since, sync)[0]
+
+    def append_many(
+        self,
+        run_id: str,
+        records: Sequence[Record],
+        *,
+        check: Check | None = None,
+        lease: Lease | None = None,
+        since: int = 0,
+        sync: bool = True,
+    ) -> list[Record]:
+        """Append ``records`` with consecutive seqs in one write and one fsync (a read step's
+        start travels with its result). A crash may keep a prefix of them, each line whole
+        or cut off as a torn tail; otherwise as :meth:`append`."""
+        if not records:
+            raise ValueError("append_many needs at least one record")
+        return self._append(run_id, tuple(records), check, lease, since, sync)
+
+    def _append(
+        self,
+        run_id: str,
+        records: tuple[Record, ...],
+        check: Check | None,
+        lease: Lease | None,
+        since: int,
+        sync: bool,
+    ) -> list[Record]:
         path = self._journal(run_id)
         while True:
             try:
-                fd = self.dir.open_regular(path, O_WRITE)
+                fd = os.open(path, O_WRITE)
                 break
             except FileNotFoundError:
                 pass
+            except OSError as e:
+                raise self.dir.open_error(path, e) from None
             if check is not None:
                 check([])
             _fence(lease)
-            line = _encode(record, 1)
-            if self._create(path, line):
-                stored = _stored(record, 1)
-                stamp = self.keeper.stamps([run_id]).get(run_id, "")
-                self.keeper.note_append(run_id, stored, stamp, [])
+            data = _encode_all(records, 1)
+            if self._create(path, data):
+                stored = _stored_all(records, 1)
+                with suppress(OSError):
+                    st = os.stat(path, follow_symlinks=False)
+                    self.keeper.created(run_id, stored, data, st)
                 return stored
             # Another process created the journal meanwhile: append to it as usual.
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             st = os.fstat(fd)
-            size = st.st_size
-            records: list[Record] | None = None
-            if check is not None:
-                # Parse from this process's last append when the check needs no earlier
-                # record (a worker's check before each tool call: no re-read of the whole run).
-                seq0, start, ino = self._marks.get(run_id, (0, 0, -1))
-                if ino != st.st_ino or start > size or seq0 > since:
-                    seq0, start = 0, 0
-                data = pread_all(fd, size - start, start)
-                lines, rel = split_journal(data)
-                tail = parse_lines(run_id, lines, seq0 + 1, seq0 + 1)
-                records = tail if start == 0 else None
-                check([r for r in tail if r.seq > since] if since else tail)
-                last = tail[-1].seq if tail else seq0
-                good = start + rel
-                newline = rel > 0 and data[rel - 1 : rel] != b"\n"
-            else:
-                good, last, newline = self._last_seq(run_id, fd, size)
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or socket named like a journal
+                what = KINDS.get(stat.S_IFMT(st.st_mode), "not a regular file")
+                raise StoreError(f"{path} is {what}, not a store file: move it out of the store")
+            last, good, newline, tip = self._catch_up(run_id, fd, st, check, since)
             _fence(lease)
-            line = _encode(record, last + 1)
+            data = _encode_all(records, last + 1)
             if newline:
-                line = b"\n" + line  # the kept final record lost its newline: restore it
-            if good < size:
+                data = b"\n" + data  # the kept final record lost its newline: restore it
+            if good < st.st_size:
                 os.ftruncate(fd, good)  # cut the torn tail; made durable by the fsync below
-            self._write(path, fd, line, good)
-            stored = _stored(record, last + 1)
-            self._marks[run_id] = (last + 1, good + len(line), st.st_ino)
-            if len(self._marks) > _MARKS:
-                self._marks.pop(next(iter(self._marks)))
-            # The summary row before the fsync: written after it, it waits for the disk's
-            # journal commit that fsync started (~35 µs). A row ahead of a journal that a
-            # crash cut short does not match the journal's stamp and is rebuilt.
-            self.keeper.note_append(
-                run_id, stored, journal_stamp(os.fstat(fd)), records, before=good
+            self._write(path, fd, data, good)
+            stored = _stored_all(records, last + 1)
+            row = self.keeper.appended(
+                run_id, tip, stored, data, fd, st.st_ino, leased=lease is not None, row=sync
             )
             if sync:
                 try:
                     os.fsync(fd)
                 except OSError as e:
+                    self.keeper.tip(run_id)  # forget it: the disk may not hold what it says
                     raise DurabilityError(
                         f"fsync of {path} failed ({e.strerror}); the record may be lost: "
                         "reload the run from disk, do not retry the append"
                     ) from None
+                # The summary row only once the journal durably holds what it says: a row
+                # written before the fsync could outlive records a crash then lost. (An
+                # unsynced append leaves it to the next synced one.)
+                if row is not None:
+                    self.keeper.write_row(row)
         finally:
             os.close(fd)
         return stored
 
+    def _catch_up(
+        self, run_id: str, fd: int, st: os.stat_result, check: Check | None, since: int
+    ) -> tuple[int, int, bool, Tip | None]:
+        """Under the journal's lock: ``(last seq, length to keep, whether the kept final
+        record lacks its newline, what this process knows of the run)``, reading as little
+        as it can: nothing when the journal is as this process's last append left it; only
+        the bytes others appended since; the tail alone when there is no check to feed.
+        ``check`` gets the records with seq > ``since`` (and may raise)."""
+        tip = self.keeper.tip(run_id)
+        size = st.st_size
+        if tip is not None and not tip.follows(fd, st):
+            tip = None
+        if tip is not None and (check is None or tip.seq <= since):
+            start, seq0 = tip.offset, tip.seq
+        elif check is not None:
+            start, seq0 = 0, 0
+        else:
+            good, last, newline = self._last_seq(run_id, fd, size)
+            return last, good, newline, None
+        if size == start:  # as this process left it: nothing to read
+            if check is not None:
+                check([])
+            return seq0, size, False, tip
+        data = pread_all(fd, size - start, start)
+        lines, rel = split_journal(data)
+        new = parse_lines(run_id, lines, seq0 + 1, seq0 + 1)
+        if check is not None:
+            check([r for r in new if r.seq > since] if since else new)
+        if tip is None:  # read from the start: the whole journal, folded afresh
+            tip = self.keeper.fresh_tip(new)
+        else:
+            tip.extend(new)
+        last = new[-1].seq if new else seq0
+        newline = rel > 0 and data[rel - 1 : rel] != b"\n"
+        return last, start + rel, newline, tip
+
     def _create(self, path: str, line: bytes) -> bool:
-        """Make a new journal holding ``line``: write it to a temp file, fsync, link it into
-        place, fsync the folder. False when the journal already exists (nothing written)."""
+        """Make a new journal holding ``line`` (one or more lines): write it to a temp file,
+        fsync, link it into place, fsync the folder. False when the journal already exists
+        (nothing written)."""
         tmp = f"{self._prefix}.{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.new"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
@@ -387,21 +440,19 @@ class FileStore:
         else:
             epoch = lease.epoch if lease is not None else self._last_epoch(run_id)
             line = file_logs.end_line(epoch, time.time(), str(outcome.status), outcome)
-            self._write_end(run_id, line)
+            self._write_end(run_id, line, outcome)
 
     def _end_attempt(self, lease: FileLease, ended: str, outcome: Outcome | None) -> None:
         lease.ended = True
         line = file_logs.end_line(lease.epoch, time.time(), ended, outcome)
-        self._write_end(lease.run_id, line)
+        self._write_end(lease.run_id, line, outcome)
 
-    def _write_end(self, run_id: str, line: bytes) -> None:
+    def _write_end(self, run_id: str, line: bytes, outcome: Outcome | None) -> None:
         lock = self._journal_lock(run_id)  # a summary row must not race a signal's
         try:
             self.dir.append_line(ATTEMPTS_DIR, f"{run_id}.jsonl", line, sync=True)
-            stamp = self.keeper.stamps([run_id]).get(run_id)
-            if stamp is not None and lock is not None:
-                with suppress(OSError, DurableAgentError):
-                    self.keeper.index.add([self.keeper.rebuild(run_id, stamp)])
+            if lock is not None:
+                self.keeper.ended(run_id, outcome)
         finally:
             if lock is not None:
                 os.close(lock)
@@ -544,8 +595,16 @@ def _encode(record: Record, seq: int) -> bytes:
         raise StoreError(f"cannot record {record.type} {record.step!r}: {e}") from None
 
 
-def _stored(record: Record, seq: int) -> Record:
-    return Record(seq, record.type, record.step, record.kind, record.data, record.at)
+def _encode_all(records: tuple[Record, ...], first: int) -> bytes:
+    if len(records) == 1:
+        return _encode(records[0], first)
+    return b"".join(_encode(r, seq) for seq, r in enumerate(records, first))
+
+
+def _stored_all(records: tuple[Record, ...], first: int) -> list[Record]:
+    return [
+        Record(seq, r.type, r.step, r.kind, r.data, r.at) for seq, r in enumerate(records, first)
+    ]
 
 
 def _fence(lease: Lease | None) -> None:

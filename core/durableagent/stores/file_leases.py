@@ -1,6 +1,10 @@
 """FileStore leases: a flock'ed ``.leases/<run>.lock`` that exists only while held, renewed by
-its mtime, broken when its holder stopped renewing past its ttl, and fenced: a holder whose
-file was replaced can never append again.
+its mtime, and fenced: a holder whose file was replaced can never append again.
+
+On one host the kernel knows who is alive: a flock is held exactly as long as its holder's
+process lives, so it is never broken for a missed renewal (a live holder that stopped renewing,
+paused or frozen, may wake inside a write). A holder past its ttl without renewing is shown as
+``stuck`` (owner, pid, for how long) for a human to end that process; its death frees the lease.
 
 Each acquisition takes the next epoch (one more than the run's attempt log has seen) and logs
 the attempt's start; an attempt that never says how it ended is ``lost``.
@@ -33,8 +37,9 @@ LEASES_DIR = ".leases"
 class FileLease:
     """A held FileStore lease: the flock on ``.leases/<run>.lock``, a file that exists only
     while held. Renewing touches its mtime; a holder that stops renewing for ``ttl`` seconds
-    (paused, hung) can be broken: its file is replaced, and from then on its appends and
-    renewals find another file there and raise LeaseLostError."""
+    (paused, hung) is shown as stuck, and knows it (``lost``: it calls nothing more). Should
+    its file be replaced anyway (removed by hand), its appends and renewals find another file
+    there and raise LeaseLostError."""
 
     def __init__(
         self, store: FileStore, run_id: str, owner: str, epoch: int, fd: int, ttl: float
@@ -58,7 +63,8 @@ class FileLease:
 
     @property
     def lost(self) -> bool:
-        """Taken over, or not renewed within its ttl (another runner may take it soon)."""
+        """Its file replaced, or not renewed within its ttl by this process's clock (as in
+        every store, a holder that may have lost its lease calls nothing)."""
         return self._lost or time.monotonic() - self._renewed > self.ttl
 
     def current(self) -> bool:
@@ -125,15 +131,15 @@ class LeaseKeeper:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     holder = _holder(fd)
-                    stale = self._stale(fd, holder)
+                    stuck = self._stuck_for(fd, holder)
                     os.close(fd)
-                    if stale:
-                        self._break(run_id, dfd, name, holder)
-                        continue
                     if attempt < 2:  # a supervisor's is_leased() probe holds it for µs
                         time.sleep(0.002)
                         continue
-                    raise RunBusyError(run_id, _holder_text(holder)) from None
+                    text = _holder_text(holder)
+                    if stuck is not None:  # alive (it holds the flock), so never taken over
+                        text += f", stuck: no renewal for {stuck:.0f}s"
+                    raise RunBusyError(run_id, text) from None
                 if not _same_file(fd, name, dfd):
                     os.close(fd)  # released and removed by its holder meanwhile: again
                     continue
@@ -183,36 +189,21 @@ class LeaseKeeper:
         finally:
             os.close(fd)
 
-    def _stale(self, fd: int, holder: dict[str, Any]) -> bool:
-        """The holder stopped renewing (its file's mtime) for longer than its ttl."""
+    def _stuck_for(self, fd: int, holder: dict[str, Any]) -> float | None:
+        """Seconds past its ttl that the holder has gone without renewing (its file's mtime),
+        or None while it renews in time."""
         try:
             ttl = float(holder.get("ttl") or self.store.lease_ttl)
-            return time.time() - os.fstat(fd).st_mtime > ttl
+            late = time.time() - os.fstat(fd).st_mtime
         except (OSError, TypeError, ValueError):
-            return False
-
-    def _break(self, run_id: str, dfd: int, name: str, holder: dict[str, Any]) -> None:
-        """Take a stale lease from a holder that stopped renewing: remove its file, under the
-        journal's lock so that none of its appends is in flight. Its next append or renewal
-        finds another file and raises LeaseLostError."""
-        lock = self.store._journal_lock(run_id)
-        try:
-            with suppress(FileNotFoundError):
-                fd = os.open(name, O_READ, dir_fd=dfd)
-                try:
-                    if _holder(fd) == holder and self._stale(fd, holder):
-                        os.unlink(name, dir_fd=dfd)
-                finally:
-                    os.close(fd)
-        finally:
-            if lock is not None:
-                os.close(lock)
+            return None
+        return late if late > ttl else None
 
     def probe(self, run_id: str) -> dict[str, Any] | None:
         """The holder of a held lease, else None. A lock file left by a holder that died is
         removed on the way (safely: acquirers re-check the file they locked). A holder that
-        stopped renewing past its ttl (paused, hung) holds nothing: the next lease() takes
-        the run over, so the run is not shown as running (as in every store)."""
+        stopped renewing past its ttl (paused, hung) still holds it, with ``stuck`` set to
+        how many seconds it has gone without renewing."""
         name = f"{run_id}.lock"
         try:
             with self.store.dir.folder(LEASES_DIR, create=False) as dfd:
@@ -223,8 +214,9 @@ class LeaseKeeper:
                     try:
                         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     except BlockingIOError:
-                        holder = _holder(fd)
-                        return None if self._stale(fd, holder) else holder or {"owner": "?"}
+                        holder = _holder(fd) or {"owner": "?"}
+                        stuck = self._stuck_for(fd, holder)
+                        return holder if stuck is None else {**holder, "stuck": stuck}
                     if _same_file(fd, name, dfd):
                         os.unlink(name, dir_fd=dfd)
                     return None
@@ -233,12 +225,17 @@ class LeaseKeeper:
         except (OSError, StoreError):
             return None  # no lock file, or one no runner could have taken
 
-    def held(self) -> set[str]:
+    def held(self) -> dict[str, dict[str, Any]]:
+        """Every held lease's holder, by run."""
         try:
             names = self.store.dir.listing(LEASES_DIR, ".lock")
         except (OSError, StoreError):
-            return set()
-        return {n for n in names if valid_run_id(n) and self.probe(n) is not None}
+            return {}
+        out = {}
+        for n in names:
+            if valid_run_id(n) and (holder := self.probe(n)) is not None:
+                out[n] = holder
+        return out
 
 
 def _same_file(fd: int, name: str, dfd: int) -> bool:
@@ -262,3 +259,19 @@ def _holder_text(holder: dict[str, Any]) -> str:
     if "pid" in holder and "host" in holder:
         return f"{holder.get('owner') or 'pid'} (pid {holder['pid']} on {holder['host']})"
     return ""
+
+
+def stuck_note(holder: dict[str, Any] | None) -> str:
+    """What a run whose holder stopped renewing waits on, in words ("" for any other)."""
+    if holder is None or not isinstance(holder.get("stuck"), int | float):
+        return ""
+    late = float(holder["stuck"])
+    took = (
+        f"{late:.0f}s"
+        if late < 120
+        else f"{late / 60:.0f}m"
+        if late < 7200
+        else f"{late / 3600:.0f}h"
+    )
+    who = _holder_text(holder) or str(holder.get("owner") or "its holder")
+    return f"stuck: {who} has not renewed its lease for {took}; end that process to free the run"

@@ -236,8 +236,9 @@ _SETTLED = (RunStatus.COMPLETED, RunStatus.CORRUPT)
 _new = tuple.__new__  # a listing turns 100,000 rows into summaries: no per-field defaults
 
 
-def summary_of(row: Row, leased: bool) -> Summary:
-    """An index row as a summary, given whether the run's lease is held now."""
+def summary_of(row: Row, leased: bool, note: str = "") -> Summary:
+    """An index row as a summary, given whether the run's lease is held now (``note``: what a
+    running run waits on, e.g. that its holder is stuck)."""
     status = _STATUS[row[2]]
     started = float(row[5]) if row[5] else None
     last = float(row[6]) if row[6] else None
@@ -247,7 +248,7 @@ def summary_of(row: Row, leased: bool) -> Summary:
     if leased and (status not in _SETTLED or (status == RunStatus.CORRUPT and origin)):
         fields: tuple[Any, ...] = (
             row[0], RunStatus.RUNNING, int(row[3]), int(row[4]), started, last, int(row[7]),
-            "", "", _unesc(row[10]), True, (), None, int(row[13]), origin,
+            note, "", _unesc(row[10]), True, (), None, int(row[13]), origin,
         )  # fmt: skip
     else:
         pending = tuple(Pending.from_dict(p) for p in json.loads(row[11])) if row[11] else ()

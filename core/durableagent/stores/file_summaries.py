@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
+import time
 from collections import OrderedDict
 from contextlib import suppress
 from typing import TYPE_CHECKING
@@ -16,59 +17,193 @@ from ..errors import DurableAgentError, StoreError
 from ..fold import Fold, Summary, corrupt_summary, summarize
 from ..ids import check_run_id, valid_run_id
 from ..outcome import Outcome
-from ..record import Record
+from ..record import LineError, Record, line_seq
 from . import file_logs
-from .file_logs import ATTEMPTS_DIR, OUTCOMES_DIR, SummaryIndex, fields, row_of, summary_of
+from .file_leases import stuck_note
+from .file_logs import (
+    ATTEMPTS_DIR,
+    OUTCOMES_DIR,
+    Row,
+    SummaryIndex,
+    fields,
+    row_of,
+    summary_of,
+)
 from .fs import O_READ
 
 if TYPE_CHECKING:
     from .file import FileStore
 
-_FOLDS = 4096  # runs whose fold this process keeps, to update summaries without a reload
+_TIPS = 4096  # runs whose tip this process keeps, to append and update rows without a reload
+ROW_EVERY = 1.0  # seconds between the index rows of a run appended to under a lease
+
+
+class Tip:
+    """What this process knows of a run's journal as of its last append there (made under
+    the journal's lock): the last seq, where the file and its last line end, the file's
+    identity, and the status fold of every record up to there (None: unknown, rebuilt when a
+    row is due).
+
+    While the file still ``follows`` the tip (same inode, not shorter, and the last line
+    this process wrote still there, whole, its crc matching) the next append reads only what
+    others appended since, or nothing at all."""
+
+    __slots__ = ("attempts", "fold", "ino", "line_at", "offset", "outcome", "row_at", "seq")
+
+    def __init__(self, fold: Fold | None, outcome: Outcome | None = None) -> None:
+        self.seq = 0
+        self.offset = 0
+        self.line_at = 0  # where the last line this process wrote begins
+        self.ino = -1
+        self.fold = fold
+        self.outcome = outcome
+        self.attempts = -1  # the attempts log's size when ``outcome`` was read; -1: unread
+        self.row_at = 0.0  # monotonic time of this process's last index row for the run
+
+    def follows(self, fd: int, st: os.stat_result) -> bool:
+        """The journal (``fd``, ``st`` its fstat, under its lock) is this tip's, grown or as
+        it was: its line at the tip is the record this process wrote last, whole (as the
+        line an append takes its seq from must be: see FileStore._last_seq)."""
+        if st.st_ino != self.ino or st.st_size < self.offset or self.offset <= self.line_at:
+            return False
+        line = os.pread(fd, self.offset - self.line_at, self.line_at)
+        if line[-1:] != b"\n":
+            return False
+        try:
+            return line_seq(line[:-1]) == self.seq
+        except LineError:
+            return False
+
+    def extend(self, records: list[Record]) -> None:
+        """Fold in records others appended after the tip."""
+        if self.fold is not None:
+            for r in records:
+                self.fold.add(r)
+
+    def moved(self, stored: list[Record], data: bytes, end: int, ino: int) -> None:
+        """The tip after this process wrote ``data`` (the lines of ``stored``) to the end of
+        the journal (inode ``ino``), which now ends at ``end``."""
+        self.extend(stored)
+        self.seq = stored[-1].seq
+        self.offset = end
+        self.line_at = end - (len(data) - data.rfind(b"\n", 0, len(data) - 1) - 1)
+        self.ino = ino
 
 
 class SummaryKeeper:
-    """A FileStore's summaries: the index, and the folds of the runs this process appended to
+    """A FileStore's summaries: the index, and the tips of the runs this process appended to
     (so that an append updates its run's row without reading the journal)."""
 
     def __init__(self, store: FileStore) -> None:
         self.store = store
         self.index = SummaryIndex(store.dir)
-        # run -> ((journal size, attempts log size), its fold, its last outcome)
-        self._folds: OrderedDict[str, tuple[tuple[int, int], Fold, Outcome | None]] = OrderedDict()
-        self._folds_lock = threading.Lock()
+        self._tips: OrderedDict[str, Tip] = OrderedDict()
+        self._tips_lock = threading.Lock()
 
-    def note_append(
+    def tip(self, run_id: str) -> Tip | None:
+        """The run's tip, taken out (the appender holds the journal's lock and puts it back)."""
+        with self._tips_lock:
+            return self._tips.pop(run_id, None)
+
+    def fresh_tip(self, records: list[Record]) -> Tip:
+        """A tip from the whole journal (read under its lock)."""
+        f = Fold()
+        for r in records:
+            f.add(r)
+        return Tip(f)
+
+    def _keep(self, run_id: str, tip: Tip) -> None:
+        with self._tips_lock:
+            self._tips[run_id] = tip
+            while len(self._tips) > _TIPS:
+                self._tips.popitem(last=False)
+
+    def created(self, run_id: str, stored: list[Record], data: bytes, st: os.stat_result) -> None:
+        """A new journal holding ``stored`` (``data``) was linked into place, fsynced."""
+        tip = self.fresh_tip([])
+        tip.moved(stored, data, st.st_size, st.st_ino)
+        tip.row_at = time.monotonic()
+        self._keep(run_id, tip)
+        with suppress(OSError, DurableAgentError, ValueError):
+            self.write_row(self._row(run_id, tip, st))
+
+    def appended(
         self,
         run_id: str,
-        stored: Record,
-        stamp: str,
-        records: list[Record] | None,
+        tip: Tip | None,
+        stored: list[Record],
+        data: bytes,
+        fd: int,
+        ino: int,
         *,
-        before: int = 0,
-    ) -> None:
-        """Keep the run's summary row up to date (under the journal's lock). Derived data:
-        a failure here never fails the append; the row is rebuilt when found behind."""
-        with suppress(OSError, DurableAgentError, ValueError):
-            attempts = self._attempts_size(run_id)
-            with self._folds_lock:
-                cached = self._folds.pop(run_id, None)
-            if cached is not None and cached[0] == (before, attempts):
-                f, outcome = cached[1], cached[2]
-                f.add(stored)
-            else:
-                f = Fold()
-                for r in [*records, stored] if records is not None else self.store.load(run_id):
-                    f.add(r)
-                outcome = self.store.last_outcome(run_id)
-            self.remember(run_id, (_size(stamp), attempts), f, outcome)
-            self.index.add([row_of(summarize(run_id, f, outcome), stamp)])
+        leased: bool,
+        row: bool,
+    ) -> Row | None:
+        """Move the run's tip past ``stored`` (under the journal's lock) and say which index
+        row to write once the append is durable: one per append, but under a lease at most one
+        every ROW_EVERY seconds (a listing shows a leased run as running whatever its row says,
+        and the attempt's end writes its row). Derived data: a failure here never fails the
+        append; a row found behind its journal is rebuilt."""
+        if tip is None:
+            tip = Tip(None)
+        tip.moved(stored, data, lseek_end(fd), ino)
+        self._keep(run_id, tip)
+        now = time.monotonic()
+        if not row or (leased and now - tip.row_at < ROW_EVERY):
+            return None
+        tip.row_at = now
+        try:
+            return self._row(run_id, tip, os.fstat(fd))
+        except (OSError, DurableAgentError, ValueError):
+            return None
 
-    def remember(self, run_id: str, key: tuple[int, int], f: Fold, outcome: Outcome | None) -> None:
-        with self._folds_lock:
-            self._folds[run_id] = (key, f, outcome)
-            while len(self._folds) > _FOLDS:
-                self._folds.popitem(last=False)
+    def _row(self, run_id: str, tip: Tip, st: os.stat_result) -> Row:
+        """The run's index row at ``tip``: its fold (rebuilt from the journal when unknown)
+        and its last outcome (read again when the attempts log moved)."""
+        if tip.fold is None:
+            f = Fold()
+            for r in self.store.load(run_id):
+                f.add(r)
+            tip.fold = f
+        attempts = self._attempts_size(run_id)
+        if attempts != tip.attempts:
+            tip.outcome = self.store.last_outcome(run_id) if attempts else None
+            tip.attempts = attempts
+        return row_of(summarize(run_id, tip.fold, tip.outcome), journal_stamp(st))
+
+    def write_row(self, row: Row) -> None:
+        """Add a row to the index (derived data: a failure is left for readers to mend)."""
+        with suppress(OSError, DurableAgentError):
+            self.index.add([row])
+
+    def ended(self, run_id: str, outcome: Outcome | None) -> None:
+        """An attempt of the run ended (the journal's lock held, the attempts log written):
+        its row, from the tip when the journal is as the tip says, else from the journal."""
+        stamp = self.stamps([run_id]).get(run_id)
+        if stamp is None:
+            return
+        with self._tips_lock:
+            tip = self._tips.get(run_id)
+        try:
+            st = os.stat(self.store._journal(run_id), follow_symlinks=False)
+            if (
+                tip is not None
+                and tip.fold is not None
+                and stamp == journal_stamp(st)
+                and st.st_ino == tip.ino
+                and st.st_size == tip.offset
+            ):
+                tip.attempts = self._attempts_size(run_id)
+                if outcome is not None:
+                    tip.outcome = outcome
+                else:
+                    tip.outcome = self.store.last_outcome(run_id)
+                tip.row_at = time.monotonic()
+                self.index.add([row_of(summarize(run_id, tip.fold, tip.outcome), stamp)])
+            else:
+                self.index.add([self.rebuild(run_id, stamp)])
+        except (OSError, DurableAgentError, ValueError):
+            pass
 
     def _attempts_size(self, run_id: str) -> int:
         try:
@@ -100,8 +235,13 @@ class SummaryKeeper:
             if not regular or (line := rows.get(i)) is None or fields(line)[1] != "completed"
         ]
         with_attempts: set[str] | None = None
+        # A leased run shows as running whatever its row says, and its holder writes rows
+        # now and then (see appended): a row behind its journal is rebuilt only once free.
+        held = self.store.leases.held()
         for run_id, stamp in self.stamps(unsettled).items():
             line = rows.get(run_id)
+            if line is not None and run_id in held and fields(line)[0] != _IRREGULAR:
+                continue
             if line is None or fields(line)[0] != stamp:
                 if with_attempts is None:  # one listing, not a failed open per new run
                     with_attempts = set(self.store.dir.listing(ATTEMPTS_DIR, ".jsonl"))
@@ -115,8 +255,11 @@ class SummaryKeeper:
         if count + len(fresh) > 2 * len(journals) + 1024:
             with suppress(OSError, DurableAgentError):
                 self.index.compact()
-        held = self.store.leases.held()
-        return [summary_of(rows[i].split("\t"), i in held) for i in sorted(journals) if i in rows]
+        return [
+            summary_of(rows[i].split("\t"), i in held, stuck_note(held.get(i)))
+            for i in sorted(journals)
+            if i in rows
+        ]
 
     def summary(self, run_id: str) -> Summary | None:
         """One run's status line (from its journal: a single run is cheap to fold)."""
@@ -124,7 +267,8 @@ class SummaryKeeper:
         stamp = self.stamps([run_id]).get(run_id)
         if stamp is None:
             return None
-        return summary_of(self.rebuild(run_id, stamp), self.store.is_leased(run_id))
+        holder = self.store.lease_holder(run_id)
+        return summary_of(self.rebuild(run_id, stamp), holder is not None, stuck_note(holder))
 
     def rebuild(self, run_id: str, stamp: str, attempts: bool = True) -> file_logs.Row:
         """A fresh index row for the run, from its journal (``attempts``: whether it may
@@ -139,7 +283,6 @@ class SummaryKeeper:
         for r in records:
             f.add(r)
         outcome = self.store.last_outcome(run_id) if attempts else None
-        self.remember(run_id, (_size(stamp), self._attempts_size(run_id)), f, outcome)
         return row_of(summarize(run_id, f, outcome), stamp)
 
     def _journal_names(self) -> dict[str, bool]:
@@ -181,6 +324,11 @@ class SummaryKeeper:
         return "not a regular file"
 
 
+def lseek_end(fd: int) -> int:
+    """Where the file ends (no stat: its size is all an append needs to know)."""
+    return os.lseek(fd, 0, os.SEEK_END)
+
+
 def _corrupt_row(run_id: str, stamp: str, error: str) -> file_logs.Row:
     return row_of(corrupt_summary(run_id, error), stamp)
 
@@ -190,7 +338,3 @@ def journal_stamp(st: os.stat_result) -> str:
 
 
 _IRREGULAR = file_logs.stamp_of(-1, 0)
-
-
-def _size(stamp: str) -> int:
-    return int(stamp.partition(":")[0] or 0)

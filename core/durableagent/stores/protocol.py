@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -121,6 +121,20 @@ class Store(Protocol):
     ) -> Record:
         """Append with the next seq. ``check(records)`` (the records with seq > ``since``)
         runs under the run's lock and may raise to refuse; ``lease`` fences the append."""
+        ...
+
+    def append_many(
+        self,
+        run_id: str,
+        records: Sequence[Record],
+        *,
+        check: Check | None = None,
+        lease: Lease | None = None,
+        since: int = 0,
+        sync: bool = True,
+    ) -> list[Record]:
+        """Append records with consecutive seqs in one write (one fsync, one commit); a
+        FileStore crash may keep a prefix of them, a PostgresStore keeps all or none."""
         ...
 
     def run_ids(self) -> list[str]:
