@@ -20,7 +20,9 @@ from helpdesk import INPUT, Side, helpdesk
 
 
 def main() -> None:
-    store, side, kill_in = open_store(sys.argv[1]), Side(Path(sys.argv[2])), sys.argv[3]
+    # A short lease: on PostgreSQL a killed holder's lease is free only once its ttl passes.
+    store = open_store(sys.argv[1], lease_ttl=1.0)
+    side, kill_in = Side(Path(sys.argv[2])), sys.argv[3]
     owner = sys.argv[4] if len(sys.argv) > 4 else None
     config, _ = helpdesk(store, side, kill_in=kill_in)
     outcome = asyncio.run(run(config, "a1", INPUT, owner=owner))

@@ -21,6 +21,7 @@ from procs import WorkerProcess, child_env, wait_for
 from durableagent import (
     Message,
     Record,
+    RunBusyError,
     RunStatus,
     StoreError,
     StoreUnavailableError,
@@ -119,6 +120,34 @@ def test_a_store_of_a_newer_schema_version_is_refused(store: PostgresStore, url:
     assert f"version {SCHEMA_VERSION + 1}" in str(e.value)
 
 
+def test_a_version_1_store_is_migrated_and_its_leases_end_by_expiry(schema: str, url: str):
+    """A store made by the first version (its schema as it shipped, kept beside the tests)
+    opens migrated to the current one: its records intact, and a lease its holder's session
+    no longer backs (the version 1 rule) still held until its expiry."""
+    v1 = (Path(__file__).parent / "pg_schema_v1.sql").read_text()
+    pgserver.execute(f'CREATE SCHEMA "{schema}"')
+    pgserver.execute(f'SET search_path TO "{schema}"; {v1}')
+    line = b'{"seq":1,"type":"run.started","step":"","kind":"","data":{"input":[]},"at":1.0}'
+    pgserver.execute(
+        f'INSERT INTO "{schema}".records (run_id, seq, line) VALUES (%s, 1, %s)', "r", line
+    )
+    # Held by a worker whose session (token 12345: no such advisory lock) is gone.
+    pgserver.execute(
+        f'INSERT INTO "{schema}".runs (run_id, last_seq, epoch, holder, holder_epoch, '
+        "holder_token, expires_at) VALUES (%s, 1, 1, 'old-worker', 1, 12345, "
+        "clock_timestamp() + interval '30 seconds')",
+        "r",
+    )
+    store = open_store(url)
+    try:
+        assert [r.seq for r in store.load("r")] == [1]
+        versions = pgserver.execute(f'SELECT max(version) FROM "{schema}".schema_version')
+        assert versions == [(SCHEMA_VERSION,)]
+        assert store.lease_holder("r") is not None  # no session backs it: held all the same
+    finally:
+        store.close()
+
+
 def test_a_schema_that_holds_other_tables_is_not_taken_over(schema: str, url: str):
     pgserver.execute(f'CREATE SCHEMA "{schema}"')
     pgserver.execute(f'CREATE TABLE "{schema}".invoices (id int)')
@@ -193,25 +222,35 @@ async def test_the_change_feed_reports_every_run_after_its_connection_is_cut(
 HOLDER = """
 import sys, time
 from durableagent import open_store
-store = open_store(sys.argv[1])
+store = open_store(sys.argv[1], lease_ttl=float(sys.argv[2]))
 with store.lease("r", owner="doomed"):
     print("held", flush=True)
     time.sleep(60)
 """
 
 
-def test_a_lease_whose_holder_died_is_free_at_once(store: PostgresStore, url: str):
+def test_a_dead_holders_lease_ends_when_its_ttl_passes_not_with_its_connection(
+    store: PostgresStore, url: str
+):
     store.append("r", started())
     p = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, url], stdout=subprocess.PIPE, text=True, env=child_env()
+        [sys.executable, "-c", HOLDER, url, "2"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
     )
     assert p.stdout is not None and p.stdout.readline() == "held\n"
     assert store.is_leased("r")
     p.send_signal(sig.SIGKILL)
     p.wait(30)
     p.stdout.close()
-    # Its ttl is 30 s, but its session is gone: the lease is free as soon as the server sees.
-    wait_for(lambda: not store.is_leased("r"), timeout=5, why="the dead holder's lease")
+    killed = time.monotonic()
+    # Its connection is gone at once; its lease is not (a live holder whose connection was cut
+    # must keep it): nobody takes the run over before the two-second ttl has passed.
+    with pytest.raises(RunBusyError), store.lease("r", owner="too-soon"):
+        pass
+    assert time.monotonic() - killed < 2
+    wait_for(lambda: not store.is_leased("r"), timeout=10, why="the dead holder's lease")
     with store.lease("r", owner="next") as lease:
         assert lease.epoch == 2
     assert [a.ended for a in store.attempts("r")] == ["lost", "stopped"]

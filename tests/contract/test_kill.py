@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from procs import wait_for
+
 from durableagent import Reconcile, RunStatus, Store, signal, view_store
 from helpdesk import Side
 
@@ -25,6 +27,12 @@ def worker(spec: str, side: Side, host: int, kill_in: str = "none") -> subproces
     )
 
 
+def lease_ends(store: Store) -> None:
+    """The killed holder's lease ends: at once on one host (the kernel frees its flock), once
+    its one-second ttl passes in PostgreSQL (a lease never ends with a connection)."""
+    wait_for(lambda: not store.is_leased("a1"), timeout=15, why="the killed holder's lease")
+
+
 def outcome(p: subprocess.CompletedProcess) -> dict:
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout)
@@ -38,6 +46,7 @@ def test_sigkill_inside_a_read_and_a_write_across_five_workers(
     p1 = worker(store_spec, side, 1, "read")
     assert p1.returncode == -sig.SIGKILL
     assert (side.count("model"), side.count("lookup")) == (1, 1)
+    lease_ends(store)
     assert view_store(store, "a1").status == RunStatus.READY
 
     # 2: the read re-runs, llm/1 does not; the gated write waits for a human.
@@ -49,6 +58,7 @@ def test_sigkill_inside_a_read_and_a_write_across_five_workers(
     # 3: killed inside create_ticket, after the ticket exists.
     p3 = worker(store_spec, side, 3, "write")
     assert p3.returncode == -sig.SIGKILL
+    lease_ends(store)
     assert len(side.tickets()) == 1
     last = store.load("a1")[-1]
     assert (last.type, last.step) == ("step.started", "tool/2/0/create_ticket")

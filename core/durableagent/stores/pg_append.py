@@ -80,7 +80,7 @@ class _Pending:
     """An append sent, its answer not read yet."""
 
     cursor: psycopg.Cursor[Any]
-    stored: Record
+    stored: list[Record]
     state: State  # the run's state once it lands (its version comes with the answer)
 
 
@@ -99,13 +99,13 @@ class Appender:
     def append(
         self,
         run_id: str,
-        record: Record,
+        records: tuple[Record, ...],
         *,
         check: Check | None = None,
         lease: Lease | None = None,
         since: int = 0,
         sync: bool = True,
-    ) -> Record:
+    ) -> list[Record]:
         """Append ``record`` with the next seq; durable when it returns (``sync=False``: the
         commit does not wait for the disk; the next synced commit covers it).
 
@@ -118,14 +118,14 @@ class Appender:
         fence(lease)
         deadline = time.monotonic() + RECOVER_S
         while True:
-            sent: list[tuple[int, bytes]] = []  # the (seq, line) a lost connection may hold
+            sent: list[tuple[int, bytes]] = []  # the last (seq, line) a lost connection may hold
             try:
                 if check is None:
-                    return self._append_optimistic(run_id, record, lease, sync, sent)
-                return self._append_locked(run_id, record, check, lease, since, sync, sent)
+                    return self._append_optimistic(run_id, records, lease, sync, sent)
+                return self._append_locked(run_id, records, check, lease, since, sync, sent)
             except LOST as e:
                 self.forget(run_id)
-                stored = self._landed(run_id, record, sent, deadline, e)
+                stored = self._landed(run_id, records, sent, deadline, e)
                 if stored is not None:
                     return stored
                 if time.monotonic() > deadline:
@@ -137,31 +137,31 @@ class Appender:
     def _append_optimistic(
         self,
         run_id: str,
-        record: Record,
+        records: tuple[Record, ...],
         lease: Lease | None,
         sync: bool,
         sent: list[tuple[int, bytes]],
-    ) -> Record:
+    ) -> list[Record]:
         """One round trip when this process knows the run's state (it appended to it, or took
         its lease) and nobody moved it since; otherwise under the lock."""
         state = self.take(run_id)
         if state is not None and state.fold is not None:
             with self._db.connection() as conn:
-                pending = self._send(conn, run_id, record, state, lease, sync, sent)
+                pending = self._send(conn, run_id, records, state, lease, sync, sent)
                 if self._settle(run_id, pending, sent):
                     return pending.stored
-        return self._append_locked(run_id, record, None, lease, 0, sync, sent)
+        return self._append_locked(run_id, records, None, lease, 0, sync, sent)
 
     def _append_locked(
         self,
         run_id: str,
-        record: Record,
+        records: tuple[Record, ...],
         check: Check | None,
         lease: Lease | None,
         since: int,
         sync: bool,
         sent: list[tuple[int, bytes]],
-    ) -> Record:
+    ) -> list[Record]:
         """Two round trips: BEGIN, lock the run's row (made if new) and read the records
         after ``since``; check; then the append and COMMIT."""
         with self._db.connection() as conn:
@@ -186,7 +186,7 @@ class Appender:
                     if state.fold is None:
                         every = lines_of(conn, "load", {"run_id": run_id})
                         state.fold = fold_of(parse_lines(run_id, every))
-                    pending = self._send(conn, run_id, record, state, lease, sync, sent)
+                    pending = self._send(conn, run_id, records, state, lease, sync, sent)
                     conn.execute(*_q("commit"))
                 # Leaving the pipeline sent them and read the answers: the second round trip.
             except BaseException:
@@ -201,7 +201,7 @@ class Appender:
         self,
         conn: Connection,
         run_id: str,
-        record: Record,
+        records: tuple[Record, ...],
         state: State,
         lease: Lease | None,
         sync: bool,
@@ -210,24 +210,31 @@ class Appender:
         """Send the append computed from ``state`` (which this call consumes); its answer is
         read by ``_settle`` (in a pipeline, after the commit went with it)."""
         assert state.fold is not None
-        seq = state.last_seq + 1
-        stored = Record(seq, record.type, record.step, record.kind, record.data, record.at)
-        line = encode(record, seq)
+        first = state.last_seq + 1
+        stored = [
+            Record(seq, r.type, r.step, r.kind, r.data, r.at)
+            for seq, r in enumerate(records, first)
+        ]
+        lines = [encode(r, seq) for seq, r in enumerate(records, first)]
         fold = state.fold
-        fold.add(stored)
+        for r in stored:
+            fold.add(r)
+        last = stored[-1].seq
         args = {
             "run_id": run_id,
-            "seq": seq,
-            "line": line,
+            "first": first,
+            "last": last,
+            "seqs": list(range(first, last + 1)),
+            "lines": lines,
             "epoch": None if lease is None else lease.epoch,
             "version": state.version,
             "fold": dumps(fold.to_json()),
             "channel": self._channel,
             **summary_args(run_id, fold, state.outcome),
         }
-        sent[:] = [(seq, line)]
+        sent[:] = [(last, lines[-1])]
         cur = conn.execute(self._query(conn, sync), QUERIES["append"].bind(args))
-        return _Pending(cur, stored, State(seq, 0, fold, state.outcome))
+        return _Pending(cur, stored, State(last, 0, fold, state.outcome))
 
     def _query(self, conn: Connection, sync: bool) -> str:
         query = self._queries.get(sync)
@@ -250,13 +257,14 @@ class Appender:
     def _landed(
         self,
         run_id: str,
-        record: Record,
+        records: tuple[Record, ...],
         sent: list[tuple[int, bytes]],
         deadline: float,
         error: BaseException,
-    ) -> Record | None:
-        """After a lost connection: the stored record if the append in flight landed, None if
-        it did not (append again). Waits for the server until ``deadline``."""
+    ) -> list[Record] | None:
+        """After a lost connection: the stored records if the append in flight landed (its
+        last line is there: it was one transaction), None if it did not (append again). Waits
+        for the server until ``deadline``."""
         delay = 0.05
         while True:
             self._db.recheck()
@@ -271,9 +279,11 @@ class Appender:
                     row = cur.execute(*_q("line_at", {"run_id": run_id, "seq": seq}))
                     found = row.fetchone()
                 if found is not None and bytes(found[0]) == line:
-                    return Record(
-                        seq, record.type, record.step, record.kind, record.data, record.at
-                    )
+                    first = seq - len(records) + 1
+                    return [
+                        Record(n, r.type, r.step, r.kind, r.data, r.at)
+                        for n, r in enumerate(records, first)
+                    ]
                 return None
             except LOST as e:
                 error = e

@@ -1,6 +1,5 @@
 """How a PostgresStore reaches its server: the URL, connections set up for the store's schema,
-the pool, the session that keeps this process's leases alive, and psycopg's errors told as
-the store's (one line, never a password).
+the pool, and psycopg's errors told as the store's (one line, never a password).
 
 The seam under ``PostgresStore`` (procrastinate's ``psycopg_connector.py`` plays this part):
 the store speaks named queries through a connection; this module owns where connections come
@@ -10,7 +9,6 @@ from and what a lost one means.
 from __future__ import annotations
 
 import os
-import random
 import socket
 import threading
 import time
@@ -290,73 +288,3 @@ class Connector:
             except psycopg.Error as e:
                 raise self.failed(doing, e) from None
         raise AssertionError("unreachable")
-
-
-class Session:
-    """The connection that keeps this store's leases alive. It holds a session-level advisory
-    lock (its token) while connected; every lease this store takes names the token. A holder
-    whose process died loses its connection, the server drops the lock, and its leases are
-    free at once (a paused holder's connection stays up: its leases end only at expiry).
-    Lease changes go through here, one at a time."""
-
-    def __init__(self, connector: Connector) -> None:
-        self._connector = connector
-        self._conn: Connection | None = None
-        self.token = 0
-        self._lock = threading.Lock()
-
-    def adopt(self, conn: Connection) -> None:
-        """Use an already configured connection (the one that opened the store)."""
-        with self._lock:
-            self._conn = conn
-
-    def run(self, doing: str, fn: Callable[[Connection, int], T]) -> T:
-        """``fn(connection, token)`` on the session. A lost connection is dropped and ``fn``
-        tried once more on a new one (with a new token): every lease change is safe to repeat
-        (a lease taken by a session that is gone is nobody's). StoreUnavailableError when
-        the server cannot be reached."""
-        with self._lock:
-            for again in (True, False):
-                try:
-                    conn = self._ensure()
-                    return fn(conn, self.token)
-                except LOST as e:
-                    self._drop()
-                    if not again:
-                        raise self._connector.unavailable(doing, e) from None
-                except psycopg.Error as e:
-                    if self._conn is not None and self._conn.broken:
-                        self._drop()
-                    raise self._connector.failed(doing, e) from None
-                except StoreUnavailableError:
-                    if not again:
-                        raise
-            raise AssertionError("unreachable")
-
-    def _ensure(self) -> Connection:
-        conn = self._conn
-        if conn is None or conn.closed or conn.broken:
-            self._drop()
-            conn = self._connector.connect()
-            self._connector.configure(conn)
-            self._conn = conn
-        if not self.token:
-            for _ in range(8):  # a random 62-bit key: a clash with another session is a retry
-                token = random.getrandbits(62) | 1
-                row = conn.execute(*_q("take_token", {"token": token})).fetchone()
-                if row is not None and row[0]:
-                    self.token = token
-                    break
-            else:
-                raise StoreError(f"no free session token in {self._connector.description}")
-        return conn
-
-    def _drop(self) -> None:
-        conn, self._conn, self.token = self._conn, None, 0
-        if conn is not None:
-            with suppress(psycopg.Error):
-                conn.close()
-
-    def close(self) -> None:
-        with self._lock:
-            self._drop()

@@ -14,7 +14,7 @@ log = logging.getLogger("durableagent.stores.postgres")
 
 
 class LeaseKeeper(Protocol):
-    """What renews and frees a lease (the store, through its lease session)."""
+    """What renews and frees a lease (the store)."""
 
     def _renew(self, lease: PgLease) -> None: ...
 
@@ -22,10 +22,10 @@ class LeaseKeeper(Protocol):
 
 
 class PgLease:
-    """A held PostgresStore lease: the run row names this holder, its epoch, an expiry and
-    this store's session token. ``renew`` pushes the expiry on; once another runner took the
-    run over (after the expiry, or once this process's session was gone), appends and
-    renewals carrying this epoch raise LeaseLostError."""
+    """A held PostgresStore lease: the run row names this holder, its epoch and an expiry.
+    ``renew`` pushes the expiry on (from any connection: a lease is never a session's); once
+    another runner took the run over (after the expiry), appends and renewals carrying this
+    epoch raise LeaseLostError."""
 
     def __init__(
         self, store: LeaseKeeper, run_id: str, owner: str, epoch: int, ttl: float, at: float
@@ -68,7 +68,7 @@ class PgLease:
             return
         try:
             self._store._release(self)
-        except DurableAgentError as e:  # it expires, or frees with this process's session
+        except DurableAgentError as e:  # it expires within its ttl
             log.warning("could not release the lease of run %s: %s", self.run_id, e)
 
 

@@ -53,7 +53,6 @@ from .pg_connector import (
     LOST,
     Connection,
     Connector,
-    Session,
     Target,
     channel_of,
     check_schema_name,
@@ -68,7 +67,9 @@ from .sql import bound as _q
 log = logging.getLogger("durableagent.stores.postgres")
 
 DEFAULT_SCHEMA = "durableagent"
-DEFAULT_TTL = 30.0
+# A lease ends only by expiry or release (never with a connection), so a killed worker's runs
+# wait this long for a new holder; it is renewed every third of it.
+DEFAULT_TTL = 10.0
 
 
 class PostgresStore:
@@ -104,10 +105,9 @@ class PostgresStore:
         except BaseException:
             conn.close()
             raise
-        self._session = Session(self._db)
+        conn.close()
         self._appender = Appender(self._db, self._channel, self._description)
         self._attempts = AttemptLog(self._db, self._channel, self._appender)
-        self._session.adopt(conn)  # the first connection holds this store's leases alive
 
     @classmethod
     def from_url(
@@ -138,8 +138,7 @@ class PostgresStore:
         return self._description
 
     def close(self) -> None:
-        """Close every connection (leases still held end with their session)."""
-        self._session.close()
+        """Close every connection (leases still held end at their expiry)."""
         self._db.close()
 
     # -- the schema --------------------------------------------------------------------------
@@ -225,7 +224,25 @@ class PostgresStore:
         epoch that no longer holds the run's lease raises LeaseLostError, nothing written.
         One round trip, or two with a check (see ``pg_append``)."""
         return self._appender.append(
-            run_id, record, check=check, lease=lease, since=since, sync=sync
+            run_id, (record,), check=check, lease=lease, since=since, sync=sync
+        )[0]
+
+    def append_many(
+        self,
+        run_id: str,
+        records: Sequence[Record],
+        *,
+        check: Check | None = None,
+        lease: Lease | None = None,
+        since: int = 0,
+        sync: bool = True,
+    ) -> list[Record]:
+        """Append ``records`` with consecutive seqs in one transaction and one commit (a read
+        step's start travels with its result): all land or none. Otherwise as append."""
+        if not records:
+            raise ValueError("append_many needs at least one record")
+        return self._appender.append(
+            run_id, tuple(records), check=check, lease=lease, since=since, sync=sync
         )
 
     # -- summaries ---------------------------------------------------------------------------
@@ -302,20 +319,21 @@ class PostgresStore:
         since = time.time()
         at = time.monotonic()
 
-        def take(conn: Connection, token: int) -> tuple[Any, ...]:
+        def take(conn: Connection) -> tuple[Any, ...]:
             args = {
                 "run_id": run_id,
                 "owner": owner,
                 "since": since,
                 "ttl": self.lease_ttl,
-                "token": token,
                 "channel": self._channel,
             }
             return row_of(conn.execute(*_q("take_lease", args)))
 
-        result, epoch, holder, held_since, last_seq, version, fold, outcome = self._session.run(
+        result, epoch, holder, held_since, last_seq, version, fold, outcome = self._db.read(
             f"taking the lease of run {run_id!r}", take
         )
+        if result == "busy" and (holder, held_since) == (owner, since):
+            result = "ok"  # our own take landed, its answer lost with the connection: ours
         if result == "busy":
             when = time.strftime("%H:%M:%S", time.localtime(held_since)) if held_since else "?"
             raise RunBusyError(run_id, f"{holder}, epoch {epoch}, since {when}")
@@ -327,18 +345,19 @@ class PostgresStore:
         return PgLease(self, run_id, owner, epoch, self.lease_ttl, at)
 
     def _renew(self, lease: PgLease) -> None:
-        def renew(conn: Connection, token: int) -> Any:
-            args = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl": lease.ttl, "token": token}
+        def renew(conn: Connection) -> Any:
+            args = {"run_id": lease.run_id, "epoch": lease.epoch, "ttl": lease.ttl}
             return conn.execute(*_q("renew_lease", args)).fetchone()
 
         if lease.lost_for_sure:
             raise LeaseLostError(lease.run_id, lease.epoch, "another runner holds it now")
-        if self._session.run(f"renewing the lease of run {lease.run_id!r}", renew) is None:
+        # From whichever connection: the lease is the row's, not a session's.
+        if self._db.read(f"renewing the lease of run {lease.run_id!r}", renew) is None:
             lease.lost_for_sure = True
             raise LeaseLostError(lease.run_id, lease.epoch, "another runner holds it now")
 
     def _release(self, lease: PgLease) -> None:
-        def release(conn: Connection, token: int) -> Any:
+        def release(conn: Connection) -> Any:
             args = {
                 "run_id": lease.run_id,
                 "epoch": lease.epoch,
@@ -347,10 +366,10 @@ class PostgresStore:
             }
             return conn.execute(*_q("release_lease", args)).fetchone()
 
-        self._session.run(f"releasing the lease of run {lease.run_id!r}", release)
+        self._db.read(f"releasing the lease of run {lease.run_id!r}", release)
 
     def is_leased(self, run_id: str) -> bool:
-        """True while anyone holds the run's lease (not expired, its holder connected)."""
+        """True while anyone holds the run's lease (its expiry has not passed)."""
         return self.lease_holder(run_id) is not None
 
     def lease_holder(self, run_id: str) -> dict[str, Any] | None:

@@ -1,7 +1,7 @@
 """The PostgresStore's SQL, kept as SQL (the shape of procrastinate's ``sql/``).
 
 - ``schema.sql``: the whole current schema (tables and functions), version ``SCHEMA_VERSION``.
-- ``migrations/NNNN_what.sql``: from version NNNN-1 to NNNN (none yet: version 1 is the first).
+- ``migrations/NNNN_what.sql``: from version NNNN-1 to NNNN.
 - ``queries.sql``: every query the store sends, each under a ``-- name: NAME`` line.
 
 Plain text only: nothing here imports psycopg.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _NAME = re.compile(r"^-- name: ([a-z_]+)\n", re.MULTILINE)
 _PARAM = re.compile(r"%\((\w+)\)s")
 

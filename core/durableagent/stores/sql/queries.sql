@@ -32,10 +32,6 @@ CREATE SCHEMA IF NOT EXISTS {schema};
 -- name: use_schema
 SET LOCAL search_path TO {schema};
 
--- name: take_token
--- This store's session token: an advisory lock held while the session lasts.
-SELECT pg_try_advisory_lock(%(token)s);
-
 -- name: load
 SELECT line FROM records WHERE run_id = %(run_id)s ORDER BY seq;
 
@@ -53,25 +49,27 @@ SELECT last_seq, version, fold, outcome, holder_epoch FROM lock_run(%(run_id)s);
 SELECT last_seq, version, fold, outcome FROM runs WHERE run_id = %(run_id)s;
 
 -- name: append
--- Append one record computed from the run's state as this process last saw it (``version``,
--- seq = its last seq + 1). One statement, so with autocommit one round trip and one
+-- Append records computed from the run's state as this process last saw it (``version``,
+-- seqs from its last seq + 1: a read step's start travels with its result). One statement, so with autocommit one round trip and one
 -- transaction: the UPDATE takes the run's row lock and lands only if the run is still at that
 -- state and, with ``epoch``, that epoch still holds its lease; the record goes in under the
 -- lock. Answers the run's new version, or NULL when nothing was written (the caller then
 -- appends under the lock, which tells stale from fenced off). NOTIFY carries the run id,
 -- never the record (payloads stop at 8000 bytes). {commit} is NULL, or async_commit.
 WITH updated AS (
-    UPDATE runs SET last_seq = %(seq)s, version = version + 1, fold = %(fold)s,
+    UPDATE runs SET last_seq = %(last)s, version = version + 1, fold = %(fold)s,
         status = %(status)s, steps = %(steps)s, model_calls = %(model_calls)s,
         started_at = %(started_at)s, last_activity = %(last_activity)s,
         waiting_on = %(waiting_on)s, error = %(error)s,
         answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
         signals = %(signals)s, forked_from = %(forked_from)s
-    WHERE run_id = %(run_id)s AND last_seq = %(seq)s - 1 AND version = %(version)s
+    WHERE run_id = %(run_id)s AND last_seq = %(first)s - 1 AND version = %(version)s
       AND (%(epoch)s::bigint IS NULL OR holder_epoch = %(epoch)s::bigint)
     RETURNING version
 ), inserted AS (
-    INSERT INTO records (run_id, seq, line) SELECT %(run_id)s, %(seq)s, %(line)s FROM updated
+    INSERT INTO records (run_id, seq, line)
+    SELECT %(run_id)s, t.seq, t.line
+    FROM updated, unnest(%(seqs)s::bigint[], %(lines)s::bytea[]) AS t(seq, line)
     RETURNING seq
 )
 SELECT (SELECT version FROM updated),
@@ -95,13 +93,13 @@ SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, 
        error, answer, pending, indeterminate, signals, forked_from,
        -- most runs have no holder: the function (and its look at pg_locks) only for the rest
        CASE WHEN holder IS NULL THEN false
-            ELSE lease_held(holder, expires_at, holder_token) END
+            ELSE lease_held(holder, expires_at) END
 FROM runs WHERE last_seq > 0 ORDER BY run_id;
 
 -- name: summary
 SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, waiting_on,
        error, answer, pending, indeterminate, signals, forked_from,
-       lease_held(holder, expires_at, holder_token)
+       lease_held(holder, expires_at)
 FROM runs WHERE run_id = %(run_id)s AND last_seq > 0;
 
 -- name: store_summary
@@ -116,11 +114,10 @@ WHERE run_id = %(run_id)s AND version = %(version)s;
 
 -- name: take_lease
 SELECT * FROM take_lease(
-    %(run_id)s, %(owner)s, %(since)s, %(ttl)s, %(token)s, %(channel)s);
+    %(run_id)s, %(owner)s, %(since)s, %(ttl)s, %(channel)s);
 
 -- name: renew_lease
-UPDATE runs SET expires_at = clock_timestamp() + make_interval(secs => %(ttl)s),
-    holder_token = %(token)s
+UPDATE runs SET expires_at = clock_timestamp() + make_interval(secs => %(ttl)s)
 WHERE run_id = %(run_id)s AND holder_epoch = %(epoch)s
 RETURNING true;
 
@@ -129,7 +126,7 @@ SELECT release_lease(%(run_id)s, %(epoch)s, %(at)s, %(channel)s);
 
 -- name: lease_holder
 SELECT holder, holder_epoch, holder_since, holder_ttl
-FROM runs WHERE run_id = %(run_id)s AND lease_held(holder, expires_at, holder_token);
+FROM runs WHERE run_id = %(run_id)s AND lease_held(holder, expires_at);
 
 -- name: end_attempt
 SELECT * FROM end_attempt(
@@ -145,7 +142,7 @@ SELECT outcome FROM runs WHERE run_id = %(run_id)s;
 SELECT a.number, a.owner, a.epoch, a.started_at, a.first_seq, a.ended_at, a.last_seq,
        a.ended, a.outcome,
        (SELECT r.holder_epoch FROM runs r
-        WHERE r.run_id = a.run_id AND lease_held(r.holder, r.expires_at, r.holder_token))
+        WHERE r.run_id = a.run_id AND lease_held(r.holder, r.expires_at))
 FROM attempts a WHERE a.run_id = %(run_id)s ORDER BY a.number;
 
 -- name: read_failures

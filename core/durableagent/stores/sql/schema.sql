@@ -1,4 +1,4 @@
--- The PostgresStore's tables and functions, schema version 1.
+-- The PostgresStore's tables and functions, schema version 2.
 --
 -- Run once per store, in one transaction, with search_path set to the store's schema (names
 -- here are unqualified on purpose: one file serves every schema). Every connection of a
@@ -42,9 +42,6 @@ CREATE TABLE runs (
     holder_epoch bigint,
     holder_since double precision,
     holder_ttl double precision,
-    -- The holder's session token: an advisory lock its store holds while connected. A holder
-    -- whose session is gone (its process died) holds nothing, whatever expires_at says.
-    holder_token bigint,
     expires_at timestamptz,
     failures jsonb
 );
@@ -74,23 +71,12 @@ CREATE TABLE attempts (
     PRIMARY KEY (run_id, number)
 );
 
--- True while the session holding advisory lock ``token`` is connected (a NULL token: trust
--- the expiry alone).
-CREATE FUNCTION session_alive(token bigint) RETURNS boolean
+-- True while a run's lease is held: a holder whose expiry has not passed. A lease ends by
+-- expiry or release, never by a lost connection: a live holder whose session was cut (a
+-- terminated backend, a proxy's timeout, a restarted server) renews it from a new one.
+CREATE FUNCTION lease_held(holder text, expires_at timestamptz) RETURNS boolean
 LANGUAGE sql STABLE AS $$
-    SELECT token IS NULL OR EXISTS (
-        SELECT 1 FROM pg_locks
-        WHERE locktype = 'advisory' AND granted AND objsubid = 1
-          AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          AND classid::bigint = token >> 32 AND objid::bigint = token & 4294967295
-    )
-$$;
-
--- True while a run's lease is held: a holder, not expired, its session connected.
-CREATE FUNCTION lease_held(holder text, expires_at timestamptz, token bigint) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN holder IS NULL OR expires_at <= clock_timestamp() THEN false
-                ELSE session_alive(token) END
+    SELECT holder IS NOT NULL AND expires_at > clock_timestamp()
 $$;
 
 -- Set the run's status line from a JSON object of its fields (the columns above, by name).
@@ -121,11 +107,11 @@ BEGIN
 END
 $$;
 
--- Take the run's lease if it is free, expired or its holder's session is gone: the next
--- epoch, and a new attempt starting at the next seq. Otherwise 'busy' and the holder.
+-- Take the run's lease if it is free or expired: the next epoch, and a new attempt starting
+-- at the next seq. Otherwise 'busy' and the holder.
 CREATE FUNCTION take_lease(
     p_run_id text, p_owner text, p_since double precision, p_ttl double precision,
-    p_token bigint, p_channel text
+    p_channel text
 ) RETURNS TABLE (
     result text, epoch bigint, holder text, holder_since double precision,
     last_seq bigint, version bigint, fold text, outcome jsonb
@@ -136,13 +122,13 @@ DECLARE
     r runs;
 BEGIN
     r := lock_run(p_run_id);
-    IF lease_held(r.holder, r.expires_at, r.holder_token) THEN
+    IF lease_held(r.holder, r.expires_at) THEN
         RETURN QUERY SELECT 'busy', r.holder_epoch, r.holder, r.holder_since,
             r.last_seq, r.version, NULL::text, NULL::jsonb;
         RETURN;
     END IF;
     UPDATE runs SET epoch = r.epoch + 1, holder = p_owner, holder_epoch = r.epoch + 1,
-        holder_since = p_since, holder_ttl = p_ttl, holder_token = p_token,
+        holder_since = p_since, holder_ttl = p_ttl,
         expires_at = clock_timestamp() + make_interval(secs => p_ttl)
     WHERE run_id = p_run_id;
     INSERT INTO attempts (run_id, number, owner, epoch, started_at, first_seq)
@@ -165,7 +151,7 @@ CREATE FUNCTION release_lease(
 LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE runs SET holder = NULL, holder_epoch = NULL, holder_since = NULL,
-        holder_ttl = NULL, holder_token = NULL, expires_at = NULL
+        holder_ttl = NULL, expires_at = NULL
     WHERE run_id = p_run_id AND holder_epoch = p_epoch;
     IF NOT FOUND THEN
         RETURN false;
@@ -247,4 +233,4 @@ BEGIN
 END
 $$;
 
-INSERT INTO schema_version (version) VALUES (1);
+INSERT INTO schema_version (version) VALUES (2);
