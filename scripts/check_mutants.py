@@ -77,8 +77,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "s06b-nul-tail-kept": (
         "3. a NUL-filled last record kept",
         "stores/lines.py",
-        '    if lines and lines[-1].endswith(b"\\0"):',
+        '    if lines and b"\\0" in lines[-1]:',
         "    if False:",
+    ),
+    "s06c-zeros-inside-last-line-are-corruption": (
+        "3. a zero-filled block inside the last line (its newline on disk) bricks the run",
+        "stores/lines.py",
+        '    if lines and b"\\0" in lines[-1]:',
+        '    if lines and lines[-1].endswith(b"\\0"):',
     ),
     "s07-done-runs-the-write": (
         "4. a done reconciliation that runs the write anyway",
@@ -240,7 +246,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "r19-nul-inside-is-a-tear": (
         "a final line with a NUL inside is silently dropped as torn",
         "stores/lines.py",
-        '    if lines and lines[-1].endswith(b"\\0"):',
+        '    if lines and b"\\0" in lines[-1]:',
         '    if lines and b"\\0" in lines[-1]:',
     ),
     "r20-unrecordable-failures-forgotten": (
@@ -324,6 +330,47 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        if self.last_at is None or r.at > self.last_at:\n"
         "            self.last_at = r.at\n",
         "        self.last_at = r.at\n",
+    ),
+    # issue "safety and speed"
+    "f01-deny-learnt-earlier-forgotten": (
+        "a deny read at an earlier call's checked start no longer stops the call it names",
+        "journal.py",
+        "reason = index.denied.get(marker) or denial_of(marker, missed)",
+        "reason = denial_of(marker, missed)",
+    ),
+    "f02-row-before-fsync": (
+        "a summary row written before the journal's fsync outlives records a crash lost",
+        "stores/file.py",
+        "            if sync:\n                try:\n                    os.fsync(fd)\n"
+        "                except OSError as e:\n                    self.keeper.tip(run_id)",
+        "            if row is not None:\n                self.keeper.write_row(row)\n"
+        "                row = None\n"
+        "            if sync:\n                try:\n                    os.fsync(fd)\n"
+        "                except OSError as e:\n                    self.keeper.tip(run_id)",
+    ),
+    "f03-denied-write-recorded-as-read": (
+        "a call refused by policy or a deny records its start as a read",
+        "loop.py",
+        "        return refuse, gate.is_write(call.name), False",
+        "        return refuse, False, False",
+    ),
+    "f04-refused-write-indeterminate": (
+        "a refused write's start (it never acted) stops the run as indeterminate",
+        "fold.py",
+        '                and data.get("refused") is not True\n            )',
+        "            )",
+    ),
+    "f05-stale-tip-trusted": (
+        "an append trusts this process's last seq though the journal was rewritten since",
+        "stores/file_summaries.py",
+        "        if line[-1:] != b\"\\n\":\n            return False",
+        "        return True",
+    ),
+    "f06-no-lease-check-before-the-call": (
+        "a holder whose lease may be lost calls the tool anyway",
+        "journal.py",
+        "            self._check_lease(name)  # a holder that may have lost its lease calls nothing\n",
+        "",
     ),
 }
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from durableagent import (
+    AgentConfig,
+    Config,
     FileStore,
     IndeterminateError,
+    Message,
+    PolicyGate,
     Reconcile,
     RunStatus,
     SignalError,
@@ -137,7 +143,10 @@ async def test_a_read_that_crashed_is_rerun_and_the_model_call_before_it_is_not(
     assert side.count("lookup") == 2  # the read ran again
     assert model2.calls == 1  # llm/2 only: llm/1 was replayed
     lookups = [r for r in store.load("a1") if r.step == "tool/1/0/lookup_policy"]
-    assert [r.type for r in lookups] == ["step.started", "step.started", "step.completed"]
+    # The re-run recorded its start and its result; the crashed read left at most a start
+    # (a read's start travels with its result unless the read ran past SHOW_AFTER).
+    assert [r.type for r in lookups][-2:] == ["step.started", "step.completed"]
+    assert [r.type for r in lookups][:-2] in ([], ["step.started"])
 
 
 async def test_journal_raises_indeterminate_for_an_unreconciled_write(store: FileStore):
@@ -199,8 +208,68 @@ async def test_a_step_error_is_not_recorded(store: FileStore):
 
     with pytest.raises(RuntimeError):
         await journal.run_step("llm/1", StepKind.MODEL, boom)
-    assert [r.type for r in store.load("j")] == ["run.started", "step.started"]
+    # A read's start travels with its result: one that failed at once left nothing.
+    assert [r.type for r in store.load("j")] == ["run.started"]
     assert not journal.is_recorded("llm/1")
+
+
+async def test_a_slow_read_shows_its_start_while_it_runs_and_a_fast_one_with_its_result(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch
+):
+    from durableagent import Journal, Record, StepKind
+    from durableagent import journal as journal_module
+
+    monkeypatch.setattr(journal_module, "SHOW_AFTER", 0.05)
+    store.append("j", Record.make("run.started", data={"input": []}))
+    journal = Journal(store, "j", store.load("j"))
+    seen: list[list[str]] = []
+
+    async def slow() -> str:
+        for _ in range(200):  # until its start is in the journal, as a watcher sees it
+            await asyncio.sleep(0.01)
+            if len(store.load("j")) == 2:
+                break
+        seen.append([r.type for r in store.load("j")])
+        return "slow"
+
+    async def fast() -> str:
+        seen.append([r.type for r in store.load("j")])
+        return "fast"
+
+    assert await journal.run_step("llm/1", StepKind.MODEL, slow) == "slow"
+    assert await journal.run_step("tool/1/0/lookup", StepKind.TOOL, fast) == "fast"
+    assert seen == [
+        ["run.started", "step.started"],  # shown while it ran
+        ["run.started", "step.started", "step.completed"],  # nothing of the fast one yet
+    ]
+    records = store.load("j")
+    assert [(r.type, r.step) for r in records[1:]] == [
+        ("step.started", "llm/1"),
+        ("step.completed", "llm/1"),
+        ("step.started", "tool/1/0/lookup"),
+        ("step.completed", "tool/1/0/lookup"),
+    ]
+    assert records[1].at < records[2].at  # the start keeps the time the read began
+
+
+async def test_a_slow_read_that_fails_leaves_its_start_and_a_failed_outcome_after_it(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch
+):
+    from durableagent import journal as journal_module
+
+    monkeypatch.setattr(journal_module, "SHOW_AFTER", 0.02)
+
+    class Slow:
+        async def complete(self, messages: object, tools: object) -> Message:
+            await asyncio.sleep(0.2)
+            raise RuntimeError("model overloaded")
+
+    config = Config(AgentConfig(Slow()), PolicyGate(), store)
+    with pytest.raises(RuntimeError):
+        await run(config, "f", INPUT)
+    records = store.load("f")
+    assert [(r.type, r.step) for r in records] == [("run.started", ""), ("step.started", "llm/1")]
+    assert view_store(store, "f").status == RunStatus.FAILED  # the outcome is after the start
 
 
 async def test_reconcile_after_a_second_one_is_refused(store: FileStore, side: Side):

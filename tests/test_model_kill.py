@@ -90,8 +90,16 @@ def test_a_worker_killed_during_a_model_call_resumes_and_repeats_only_that_call(
         (pending,) = view_store(store, "h1").pending
         send_signal(store, "h1", "approve", {"marker": pending.marker}, by="alice")
         assert fake.held.wait(20), (first.log.read_text(), fake.turns())
-        # The third model call is on the wire and the ticket is filed and recorded.
+        # The third model call is on the wire and the ticket is filed and recorded; the call
+        # is slow, so its start shows while it runs.
         assert len(tickets(store)) == 1
+        wait_for(
+            lambda: (
+                (store.load("h1")[-1].type, store.load("h1")[-1].step) == (STEP_STARTED, "llm/3")
+            ),
+            20,
+            "the held call's start to show",
+        )
         assert first.end(signal.SIGKILL) == -signal.SIGKILL
     finally:
         if first.proc.poll() is None:

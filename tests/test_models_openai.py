@@ -129,7 +129,9 @@ async def test_arguments_that_are_not_json_become_an_error_result_the_model_read
     started = next(
         r for r in records if r.step == "tool/1/0/create_ticket" and r.type == STEP_STARTED
     )
-    assert started.data == {"write": False}  # refused without touching the tool: not a write
+    # Refused without touching the tool: the gate's class is recorded, and that it was refused
+    # (it never acted, so it is never indeterminate).
+    assert started.data == {"write": True, "refused": True}
     # The model saw the error as that call's result.
     tool_msg = fake.requests[1].body["messages"][-1]
     assert tool_msg["role"] == "tool" and "arguments are not valid JSON" in tool_msg["content"]
@@ -262,7 +264,8 @@ async def test_rate_limit_raises_retry_error_with_retry_after_and_records_no_res
     assert e.value.status == 429 and e.value.retry_after == 7.0
     assert "Rate limit reached" in str(e.value) and "wait 7s" in str(e.value)
     assert len(fake.requests) == 1  # the SDK did not retry on its own
-    assert [r.type for r in store.load("r1")] == ["run.started", "step.started"]
+    # Nothing recorded of the refused call (a read's start travels with its result).
+    assert [r.type for r in store.load("r1")] == ["run.started"]
     # The read re-runs on the next attempt.
     outcome = await run(config(fake, store, []), "r1", None)
     assert outcome.status == Status.COMPLETED

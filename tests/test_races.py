@@ -92,7 +92,7 @@ def test_a_deny_accepted_while_the_turns_earlier_call_runs_stops_the_write(
         "is_error": True,
     }
     started = next(r for r in store.load("r") if r.type == "step.started" and r.step == WRITE)
-    assert started.data == {"write": False}  # never called: nothing to reconcile
+    assert started.data == {"write": True, "refused": True}  # never called: nothing to reconcile
     answer = view_store(store, "r").answer
     assert answer is not None and "denied by bob" in answer.content
 
@@ -165,6 +165,72 @@ async def test_a_deny_recorded_after_the_attempt_loaded_the_journal_still_stops_
     # The attempt saw the deny land: it belongs to the records the run went on with.
     types = [(r.type, r.step) for r in store.load("d")]
     assert types.index(("signal", WRITE)) < types.index(("step.started", WRITE))
+
+
+class DenyBeforeTheFirstCall(FileStore):
+    """The real store, through which a deny of the turn's second call lands (from another
+    FileStore on the same directory, as another process's would) just before the turn's
+    first call records its start: after the attempt loaded the journal."""
+
+    def __init__(self, root: Path, deny: Callable[[], object]) -> None:
+        super().__init__(root)
+        self.deny: Callable[[], object] | None = deny
+
+    def append(self, run_id: str, record: Record, **kwargs: Any) -> Record:
+        if record.type == "step.started" and record.step == "tool/1/0/create_ticket":
+            deny, self.deny = self.deny, None
+            if deny is not None:
+                deny()
+        return super().append(run_id, record, **kwargs)
+
+
+async def test_a_deny_landing_before_the_turns_first_call_still_stops_the_call_it_names(
+    store: FileStore,
+) -> None:
+    """The first call's start reads the deny (it names the second call): the second call's
+    own start must still refuse it, though its check finds nothing new."""
+    filed: list[str] = []
+
+    def reply(messages: Any) -> Message:
+        done = [m for m in messages if m.role == "tool"]
+        if not done:
+            return Message(
+                "assistant",
+                tool_calls=(
+                    ToolCall("a", "create_ticket", {"summary": "first"}),
+                    ToolCall("b", "create_ticket", {"summary": "second"}),
+                ),
+            )
+        return Message("assistant", " | ".join(m.content for m in done))
+
+    def create_ticket(args: dict[str, Any]) -> str:
+        filed.append(args["summary"])
+        return f"filed {args['summary']}"
+
+    def config(on: FileStore) -> Config:
+        agent = AgentConfig(ScriptedModel(reply), [Tool("create_ticket", fn=create_ticket)])
+        return Config(agent, PolicyGate(writes={"create_ticket"}), on)
+
+    out = await run(config(store), "t", [Message("user", "two tickets")])
+    first, second = (p.marker for p in out.pending)
+    for marker in (first, second):
+        signal(store, "t", "approve", {"marker": marker}, by="alice")
+    other = FileStore(store.root)
+    racing = DenyBeforeTheFirstCall(
+        store.root,
+        lambda: signal(other, "t", "deny", {"marker": second}, by="bob", reason="one is enough"),
+    )
+    done = await run(config(racing), "t", None)
+    assert done.status == "completed"
+    assert filed == ["first"], "the second call ran though its deny was accepted"
+    assert result_of(store, "t", "tool/1/1/create_ticket") == {
+        "content": "denied by bob: one is enough",
+        "is_error": True,
+    }
+    types = [(r.type, r.step) for r in store.load("t")]
+    assert types.index(("signal", "tool/1/1/create_ticket")) < types.index(
+        ("step.started", "tool/1/0/create_ticket")
+    )
 
 
 class SlipIn:

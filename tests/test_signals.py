@@ -91,7 +91,9 @@ async def test_deny_records_an_error_result_and_the_run_goes_on(store: FileStore
     result = [r for r in store.load("a1") if r.step == MARK_STEP and r.type == "step.completed"]
     assert result[0].data == {"content": "denied by bob: use the portal", "is_error": True}
     started = [r for r in store.load("a1") if r.step == MARK_STEP and r.type == "step.started"]
-    assert started[0].data == {"write": False}  # a refusal touches nothing: never indeterminate
+    # A refusal touches nothing: its start says so, with the gate's class (a denied write is
+    # still a write), and it is never indeterminate.
+    assert started[0].data == {"write": True, "refused": True}
     assert out.message is not None and "denied by bob" in out.message.content
 
 

@@ -89,7 +89,7 @@ async def test_failed_until_the_journal_moves_on(store: FileStore):
     view = view_store(store, "f1")
     assert view.status == RunStatus.FAILED
     assert "model overloaded" in view.error and "model overloaded" in view.waiting_on
-    assert store.last_outcome("f1").seq == 2
+    assert store.last_outcome("f1").seq == 1  # the failed read left no start: it ran at once
 
     out = await run(config, "f1", None)  # a retry: llm/1 was never recorded, so it runs again
     assert out.status == Status.COMPLETED
@@ -173,6 +173,7 @@ def _records(*types: tuple[str, str, dict]) -> list:
 
 _OPEN_WRITE = ("step.started", "tool/1/0/t", {"write": True})
 _DONE = ("run.completed", "", {"message": {"role": "assistant", "content": "ok"}})
+_REFUSED_WRITE = ("step.started", "tool/1/0/t", {"write": True, "refused": True})
 
 
 @pytest.mark.parametrize(
@@ -191,6 +192,8 @@ _DONE = ("run.completed", "", {"message": {"role": "assistant", "content": "ok"}
         (_records(), "failed", False, RunStatus.FAILED),
         (_records(("signal", "tool/1/0/t", {"name": "x"})), "failed-old", False, RunStatus.READY),
         (_records(), None, False, RunStatus.READY),
+        # a refused write's start (a torn append kept it without its refusal) never acted
+        (_records(_REFUSED_WRITE), None, False, RunStatus.READY),
     ],
     ids=[
         "completed>running",
@@ -201,6 +204,7 @@ _DONE = ("run.completed", "", {"message": {"role": "assistant", "content": "ok"}
         "failed",
         "failed-then-moved-on",
         "ready",
+        "refused-write-start-is-no-open-write",
     ],
 )
 def test_the_status_rules_apply_in_the_spec_order(records, outcome, leased, want):

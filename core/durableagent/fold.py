@@ -75,8 +75,13 @@ class Fold:
         if t == STEP_STARTED:
             if r.step not in self.open and r.step not in self.finished:
                 self.steps += 1
-            # An idempotent write that never finished is re-run with its key: not indeterminate.
-            write = data.get("write") is True and data.get("idempotent") is not True
+            # An idempotent write that never finished is re-run with its key, and a refused
+            # call never ran: neither is indeterminate.
+            write = (
+                data.get("write") is True
+                and data.get("idempotent") is not True
+                and data.get("refused") is not True
+            )
             self.open[r.step] = [write, r.seq, False]
             if r.kind == "model":
                 self.model_calls += 1

@@ -52,6 +52,10 @@ class _DeniedMeanwhile(Exception):
         self.reason = reason
 
 
+# A read nobody gates records its start only with its result, unless it is still running
+# after this many seconds: then on its own, so that a slow model or tool call shows as it runs.
+SHOW_AFTER = 0.25
+
 # Steps whose attempt ended (cancelled) while their function still runs: the lease guarding
 # each is kept until it finishes (see Lease.keep_until).
 _UNFINISHED: set[asyncio.Future[Any]] = set()
@@ -84,6 +88,7 @@ class StepIndex:
         self.starts: dict[str, int] = {}  # how many step.started records each step has
         self.completed: dict[str, Record] = {}  # the first step.completed
         self.reconciled: dict[str, Record] = {}  # the latest reconcile signal
+        self.denied: dict[str, str] = {}  # marker -> what the model reads (the first deny)
         for r in records:
             self.add(r)
 
@@ -93,11 +98,27 @@ class StepIndex:
             self.starts[r.step] = self.starts.get(r.step, 0) + 1
         elif r.type == STEP_COMPLETED:
             self.completed.setdefault(r.step, r)
-        elif r.type == SIGNAL and signal_fields(r)[0] == "reconcile":
-            self.reconciled[r.step] = r
+        elif r.type == SIGNAL:
+            name, payload, by, why = signal_fields(r)
+            if name == "reconcile":
+                self.reconciled[r.step] = r
+            elif name == "deny":
+                self.denied.setdefault(str(payload.get("marker")), deny_reason(by, why))
 
     def is_write(self, step: str) -> bool:
-        """The step's latest start recorded ``write: true`` (the record, not today's gate)."""
+        """The step's latest start recorded a write that may have acted: ``write: true``
+        (the record, not today's gate) and not ``refused`` (a denied call runs nothing)."""
+        s = self.started.get(step)
+        return (
+            s is not None
+            and isinstance(s.data, dict)
+            and s.data.get("write") is True
+            and s.data.get("refused") is not True
+        )
+
+    def write_class(self, step: str) -> bool:
+        """The step's latest start recorded the gate's class as a write (refused or not):
+        what a supervisor shows; whether it may have acted is :meth:`is_write`."""
         s = self.started.get(step)
         return s is not None and isinstance(s.data, dict) and s.data.get("write") is True
 
@@ -179,6 +200,7 @@ class Journal:
         idempotent: bool = False,
         hint: str = "",
         classified_by: str = "",
+        refused: bool = False,
     ) -> Any:
         """Run one step durably (SPEC §3). ``marker``, for a tool call, binds the start to the
         human decisions: the step.started record is appended under the journal's lock only if
@@ -189,8 +211,16 @@ class Journal:
         step's idempotency key: left unfinished, the step is run again instead of waiting for
         a human) and ``hint`` (where a human checks whether it happened); any tool step's
         start records ``classified_by`` when given (where its class came from: the MCP
-        server's annotations, the caller's overrides, or the untrusted default). ``fn`` runs
-        with the step's :class:`ToolContext` current."""
+        server's annotations, the caller's overrides, or the untrusted default). ``refused``:
+        ``fn`` only returns the refusal (a denied or unknown call); its start records the
+        gate's class and ``refused``, and travels with the refusal. ``fn`` runs with the
+        step's :class:`ToolContext` current.
+
+        A write's start is fsynced before ``fn`` runs; a gated call's is recorded before it
+        (the deny re-check). A read nobody gates needs neither (an unfinished read is run
+        again either way): its start travels with its result, one append and one fsync, and
+        is recorded on its own only if the read is still running after ``SHOW_AFTER``
+        seconds, so that a slow model or tool call shows as it runs."""
         done = self.index.completed.get(name)
         if done is not None:
             return done.data
@@ -204,8 +234,7 @@ class Journal:
                 result = Result(verdict.result or "").to_dict()
                 return (await self.append(Record.make(STEP_COMPLETED, name, kind, result))).data
             # "retry": run it again below; the new start makes the reconcile count no more.
-        if self.lease is not None and self.lease.lost:
-            raise LeaseLostError(self.run_id, self.lease.epoch, f"before step {name}")
+        self._check_lease(name)
         if self.stop is not None and self.stop():
             raise RunStopped(name)
         started: dict[str, Any] = {"write": write} if kind == StepKind.TOOL else {}
@@ -215,88 +244,145 @@ class Journal:
             started["hint"] = hint
         if kind == StepKind.TOOL and classified_by:
             started["classified_by"] = classified_by
-        refusal = await self._start(name, kind, started, marker)
-        if refusal is not None:
-            return refusal
+        if refused:
+            started["refused"] = True
+            return await self._record_with_start(name, kind, started, await fn())
+        start = Record.make(STEP_STARTED, name, kind, started)
+        deferred = not write and marker is None
+        if not deferred:
+            try:
+                await self.append(start, unless_denied=marker, sync=write)
+            except _DeniedMeanwhile as e:
+                started["refused"] = True
+                refusal = Result(e.reason, is_error=True).to_dict()
+                return await self._record_with_start(name, kind, started, refusal)
         key = idempotency_key(self.run_id, name, self.records[0] if self.records else None)
-        token = set_context(ToolContext(self.run_id, name, self.index.starts[name], key))
+        attempt = self.index.starts.get(name, 0) + (1 if deferred else 0)
+        fence = None if self.lease is None else (self.run_id, self.lease.epoch)
+        token = set_context(ToolContext(self.run_id, name, attempt, key, fence))
         try:
-            value = await self._call(fn)  # its task copies the context: the tool sees ctx
+            self._check_lease(name)  # a holder that may have lost its lease calls nothing
+            value, shown = await self._call(fn, start if deferred else None)
         finally:
             reset_context(token)
         # The first execution returns what a replay would: the value passed through JSON.
         value = json.loads(json.dumps(value, allow_nan=False))
-        return (await self.append(Record.make(STEP_COMPLETED, name, kind, value))).data
+        completed = Record.make(STEP_COMPLETED, name, kind, value)
+        if deferred and not shown:
+            return (await self.extend([start, completed]))[-1].data
+        return (await self.append(completed)).data
 
-    async def _start(
-        self, name: str, kind: StepKind, started: dict[str, Any], marker: str | None
+    def _check_lease(self, name: str) -> None:
+        """Stop before ``name`` when the lease may be lost: taken over, or not renewed within
+        its ttl by this process's own clock (no round trip: another runner may hold it now)."""
+        if self.lease is not None and self.lease.lost:
+            raise LeaseLostError(self.run_id, self.lease.epoch, f"before step {name}")
+
+    async def _record_with_start(
+        self, name: str, kind: StepKind, started: dict[str, Any], result: Any
     ) -> Any:
-        """Record the step's start; None when it may run. A deny for ``marker`` recorded
-        meanwhile refuses the call instead: its error result is recorded and returned."""
-        # A read's start need not reach the disk before it runs (an unfinished read is re-run
-        # either way; its result's fsync covers it); a write's must.
-        durable = started.get("write") is True
-        try:
-            start = Record.make(STEP_STARTED, name, kind, started)
-            await self.append(start, unless_denied=marker, sync=durable)
-            return None
-        except _DeniedMeanwhile as e:
-            refused = Result(e.reason, is_error=True).to_dict()
+        """Record a call that runs nothing (a refusal): its start and its result together."""
+        start = Record.make(STEP_STARTED, name, kind, started)
+        completed = Record.make(STEP_COMPLETED, name, kind, result)
+        return (await self.extend([start, completed]))[-1].data
 
-        async def refuse() -> Any:
-            return refused
-
-        return await self.run_step(name, kind, refuse)
-
-    async def _call(self, fn: StepFn) -> Any:
+    async def _call(self, fn: StepFn, deferred: Record | None) -> tuple[Any, bool]:
         """Await the step's function in its own task, so that cancelling the attempt does not
         pretend to stop it: a tool running in a thread goes on regardless. A cancelled attempt
-        leaves the task in ``unfinished`` for run() to keep the lease until it ends."""
+        leaves the task in ``unfinished`` for run() to keep the lease until it ends.
+
+        ``deferred``: the start of a read not recorded yet; it is appended (unsynced) if the
+        read is still running after SHOW_AFTER seconds; the second value says whether it
+        was."""
         task = asyncio.ensure_future(fn())
+        showing: list[asyncio.Future[Record]] = []
+        timer = None
+        if deferred is not None:
+
+            def show() -> None:
+                showing.append(asyncio.ensure_future(self.append(deferred, sync=False)))
+
+            timer = asyncio.get_running_loop().call_later(SHOW_AFTER, show)
         try:
-            return await asyncio.shield(task)
+            value = await asyncio.shield(task)
         except asyncio.CancelledError:
             if not task.done():
                 self.unfinished = task
                 _UNFINISHED.add(task)
                 task.add_done_callback(_UNFINISHED.discard)
                 task.add_done_callback(_retrieve)
+            for f in showing:
+                f.add_done_callback(_retrieve)
             raise
+        except Exception:
+            # The read failed (nothing is recorded for it): let its start land first, so
+            # that the failure's outcome is made after the journal's last record.
+            if showing:
+                await asyncio.gather(showing[0], return_exceptions=True)
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if showing:
+            await showing[0]  # the start is in the journal (or the attempt ends here)
+        return value, bool(showing)
 
     async def append(
         self, record: Record, *, unless_denied: str | None = None, sync: bool = True
     ) -> Record:
         """Append a record to the run's journal and to this view of it. ``unless_denied``
-        refuses the append (``_DeniedMeanwhile``) when a deny for that marker is recorded
-        after what this journal has seen. Records others appended meanwhile (signals) join
-        this view too."""
+        refuses the append (``_DeniedMeanwhile``) when a deny for that marker is recorded,
+        whether this view holds it already (learnt at an earlier step's checked append) or it
+        landed since. Records others appended meanwhile (signals) join this view too."""
+        return (await self._append((record,), unless_denied, sync))[0]
+
+    async def extend(self, records: list[Record], *, sync: bool = True) -> list[Record]:
+        """Append records together: one write, one fsync (a read's start with its result)."""
+        return await self._append(tuple(records), None, sync)
+
+    async def _append(
+        self, records: tuple[Record, ...], unless_denied: str | None, sync: bool
+    ) -> list[Record]:
         check = None
         missed: list[Record] = []
         loaded = self._seen
         if unless_denied is not None:
-            marker, known = unless_denied, self._known
+            marker, known, index = unless_denied, self._known, self.index
 
             def check(records: list[Record]) -> None:
                 missed[:] = [r for r in records if r.seq not in known]
-                reason = denial_of(marker, missed)
+                reason = index.denied.get(marker) or denial_of(marker, missed)
                 if reason is not None:
                     raise _DeniedMeanwhile(reason)
 
         # fsync takes milliseconds: keep it off the event loop (a worker runs many runs on it).
         try:
-            stored = await asyncio.to_thread(
-                self.store.append,
-                self.run_id,
-                record,
-                check=check,
-                lease=self.lease,
-                since=loaded,
-                sync=sync,
-            )
+            if len(records) == 1:
+                stored = [
+                    await asyncio.to_thread(
+                        self.store.append,
+                        self.run_id,
+                        records[0],
+                        check=check,
+                        lease=self.lease,
+                        since=loaded,
+                        sync=sync,
+                    )
+                ]
+            else:
+                stored = await asyncio.to_thread(
+                    self.store.append_many,
+                    self.run_id,
+                    records,
+                    check=check,
+                    lease=self.lease,
+                    since=loaded,
+                    sync=sync,
+                )
         finally:
             if missed:
                 self._learn(missed)
-        self._learn([stored])
+        self._learn(stored)
         return stored
 
     def _learn(self, records: list[Record]) -> None:

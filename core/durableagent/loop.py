@@ -29,6 +29,7 @@ class StepRunner(Protocol):
         idempotent: bool = False,
         hint: str = "",
         classified_by: str = "",
+        refused: bool = False,
     ) -> Any: ...
 
     def is_recorded(self, name: str) -> bool: ...
@@ -48,6 +49,7 @@ class PlainRunner:
         idempotent: bool = False,
         hint: str = "",
         classified_by: str = "",
+        refused: bool = False,
     ) -> Any:
         token = set_context(plain_context(name))
         try:
@@ -143,14 +145,17 @@ async def run_loop(
         for step, marker, call in zip(steps, markers, reply.tool_calls, strict=True):
             fn, write, acts = _tool_fn(call, marker, tools, gate, denied_map)
             # A call that will act carries its marker: a deny recorded after this attempt
-            # began still stops it, up to the moment its start is recorded.
+            # began still stops it, up to the moment its start is recorded. A refused one
+            # records the gate's class all the same (a denied write is still a write), and
+            # that it was refused (so it never waits for a reconcile).
+            policy = _write_policy(tools.get(call.name), gate, write) if acts else {}
             recorded = await runner.run_step(
                 step,
                 StepKind.TOOL,
                 fn,
                 write=write,
                 marker=marker if acts else None,
-                **(_write_policy(tools.get(call.name), gate, write) if acts else {}),
+                **(policy if acts else {"refused": True}),
             )
             result = Result.from_dict(recorded)
             convo.append(Message("tool", result.content, tool_call_id=call.id, name=call.name))
@@ -186,8 +191,8 @@ def _tool_fn(
     gate: PolicyGate,
     denied: Mapping[str, str],
 ) -> tuple[StepFn, bool, bool]:
-    """The step function for one call, whether it writes, and whether it calls the tool. A
-    refused call records an error result without touching the tool, so it is never a write."""
+    """The step function for one call, the gate's class of its tool (a write?), and whether
+    it calls the tool. A refused call records an error result without touching the tool."""
     refusal: str | None = None
     if gate.is_denied(call.name):
         refusal = f"denied by policy: the tool {call.name!r} is not allowed"
@@ -203,7 +208,7 @@ def _tool_fn(
         async def refuse() -> Any:
             return refused
 
-        return refuse, False, False
+        return refuse, gate.is_write(call.name), False
 
     tool = tools[call.name]
 

@@ -302,6 +302,12 @@ def _journaled(s: _Step, call: _Call | None) -> PlanStep:
         return step(
             PlanAction.RERUN, f"a model call started at seq {start} with no result: called again"
         )
+    if _refused(s.start):
+        return step(
+            PlanAction.RERUN,
+            f"a refused call started at seq {start} with no result: refused again, the tool "
+            "is not called",
+        )
     if not write:
         return step(PlanAction.RERUN, f"a read started at seq {start} with no result: run again")
     if idem:
@@ -413,6 +419,11 @@ def _flags(start: Record | None) -> tuple[bool | None, bool]:
     data = start.data if isinstance(start.data, dict) else {}
     write = data.get("write") is True
     return write, write and data.get("idempotent") is True
+
+
+def _refused(start: Record) -> bool:
+    """The start recorded a call that was refused (it runs nothing)."""
+    return isinstance(start.data, dict) and start.data.get("refused") is True
 
 
 def _source(start: Record | None) -> str | None:

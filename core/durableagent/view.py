@@ -162,7 +162,7 @@ def view_run(
         StepView(
             name=n,
             kind=s["kind"],
-            write=index.is_write(n),
+            write=index.write_class(n),
             idempotent=index.is_idempotent(n),
             hint=_hint(index.started.get(n)),
             classified_by=_started_text(index.started.get(n), "classified_by"),

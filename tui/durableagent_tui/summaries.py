@@ -46,7 +46,8 @@ def summary(record: Record) -> str:
     if t == "step.started":
         if record.kind == "model":
             return "model call"
-        return "write started" if data.get("write") else "read started"
+        what = "write" if data.get("write") else "read"
+        return f"{what} refused" if data.get("refused") is True else f"{what} started"
     if t == "step.completed":
         if record.kind == "model":
             calls = data.get("tool_calls") or []

@@ -106,7 +106,11 @@ def mark_for(record: Record, view: RunView, state: tuple[str, int | None] | None
 
 def _reconcile_needed(start: Record) -> bool:
     data = start.data if isinstance(start.data, dict) else {}
-    return data.get("write") is True and data.get("idempotent") is not True
+    return (
+        data.get("write") is True
+        and data.get("idempotent") is not True
+        and data.get("refused") is not True
+    )
 
 
 def summary_for(
@@ -125,6 +129,8 @@ def summary_for(
         data = record.data if isinstance(record.data, dict) else {}
         if _reconcile_needed(record):
             text.append(" — no result: indeterminate", style="bold red")
+        elif data.get("refused") is True:
+            text.append(" — no result (refused again on resume)", style="yellow")
         elif data.get("write") is True:
             text.append(" — no result (re-run with its key on resume)", style="yellow")
         else:
