@@ -46,14 +46,15 @@ from typing import Any
 from .errors import StoreError
 from .gate import gate_for
 from .loop import AgentConfig
-from .messages import Message, ToolCall
+from .messages import Message, ToolCall, model_step
 from .model import ScriptedModel
 from .outcome import Status
+from .record import STEP_STARTED
 from .run import Config, run, submit
 from .run import signal as send_signal
-from .stores import FileStore
+from .stores import FileStore, Store
 from .stores.fs import write_atomically
-from .tools import Result, Tool, ToolContext
+from .tools import Result, Tool, ToolContext, current_context
 from .view import view_store
 from .worker import Agent, note_failure
 
@@ -154,21 +155,40 @@ def _report(results: Sequence[Message]) -> str:
 class DemoModel:
     """The scripted demo model, paced: the audit run takes ``pace`` seconds per model call so
     that its records arrive visibly. ``kill_audit_at``: SIGKILL this process inside the
-    audit's model call of that turn (its start is recorded; its result never is)."""
+    audit's model call of that turn, once its start shows in ``store`` (a slow call's start
+    is recorded while it runs; its result never is)."""
 
-    def __init__(self, pace: float = PACE, kill_audit_at: int | None = None) -> None:
+    def __init__(
+        self,
+        pace: float = PACE,
+        kill_audit_at: int | None = None,
+        store: Store | None = None,
+    ) -> None:
         self.pace = pace
         self.kill_audit_at = kill_audit_at
+        self.store = store
         self.scripted = ScriptedModel(reply)
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
         if _is_audit(messages):
             turn = 1 + sum(1 for m in messages if m.role == "assistant")
             if turn == self.kill_audit_at:
+                await self._until_started(model_step(turn))
                 os.kill(os.getpid(), signal.SIGKILL)
             if self.pace:
                 await asyncio.sleep(self.pace)
         return await self.scripted.complete(messages, tools)
+
+    async def _until_started(self, step: str) -> None:
+        """Wait (a minute at most) until this call's start is in the journal."""
+        run_id = current_context().run_id
+        for _ in range(600):
+            if self.store is None or not run_id:
+                return
+            records = await asyncio.to_thread(self.store.load, run_id)
+            if any(r.type == STEP_STARTED and r.step == step for r in records[-3:]):
+                return
+            await asyncio.sleep(0.1)
 
 
 # -- the ticket system ----------------------------------------------------------------------
@@ -188,17 +208,30 @@ def read_list(root: Path, name: str) -> list[dict[str, Any]]:
     return data if isinstance(data, list) else []
 
 
+class StaleFenceError(Exception):
+    """The demo's ticket system refused a write from a lease holder that was superseded."""
+
+
 def add_item(
-    root: Path, name: str, make: Callable[[int], dict[str, Any]], *, key: str | None = None
+    root: Path,
+    name: str,
+    make: Callable[[int], dict[str, Any]],
+    *,
+    key: str | None = None,
+    fence: Any = None,
 ) -> dict[str, Any]:
     """Append ``make(n)`` (n: the next number) to a list file, durably, under a lock: several
     runs and processes file tickets at once. With ``key``, an item already filed under that
-    key is returned instead (how the ticket system deduplicates)."""
+    key is returned instead (how the ticket system deduplicates). With ``fence`` (a run's
+    ``(run_id, epoch)``, see ToolContext.fence), a write whose epoch is lower than one seen
+    for that run is refused (StaleFenceError): its holder was paused past its lease and
+    another worker runs the run now."""
     folder = demo_dir(root)
     folder.mkdir(parents=True, exist_ok=True)
     lock = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        _check_fence(root, fence)
         items = read_list(root, name)
         if key is not None:
             for old in items:
@@ -210,6 +243,31 @@ def add_item(
     finally:
         os.close(lock)
     return item
+
+
+def _check_fence(root: Path, fence: Any) -> None:
+    """Refuse a stale epoch; remember the highest one seen per run (under the list lock)."""
+    if not (isinstance(fence, tuple | list) and len(fence) == 2):
+        return
+    run_id, epoch = str(fence[0]), fence[1]
+    if not isinstance(epoch, int):
+        return
+    path = demo_dir(root) / "fences.json"
+    try:
+        seen = json.loads(path.read_text())
+    except (OSError, ValueError):
+        seen = {}
+    if not isinstance(seen, dict):
+        seen = {}
+    highest = seen.get(run_id)
+    if isinstance(highest, int) and epoch < highest:
+        raise StaleFenceError(
+            f"refused: run {run_id!r} is held at epoch {highest} now; this write carries "
+            f"epoch {epoch} (its worker lost the lease)"
+        )
+    if highest != epoch:
+        seen[run_id] = epoch
+        write_atomically(path, (json.dumps(seen, indent=2) + "\n").encode())
 
 
 def demo_hints(root: Path) -> dict[str, str]:
@@ -267,6 +325,7 @@ def demo_tools(
                 "key": ctx.idempotency_key,
             },
             key=ctx.idempotency_key,
+            fence=ctx.fence,
         )
         crash_if("create_ticket")
         return Result(ticket["id"])
@@ -282,6 +341,7 @@ def demo_tools(
                 **{k: str(v) for k, v in args.items()},
                 "key": ctx.idempotency_key,
             },
+            fence=ctx.fence,
         )
         crash_if("send_email")
         return Result(f"email {mail['id']} sent to {args.get('to', '?')}")
@@ -336,7 +396,8 @@ async def demo_agent(
             tickets = [_crashing(t, crash_in) for t in tickets]
         tools = demo_tools(root, pace=pace, crash_in=crash_in, tickets=tickets)
         kill_at = AUDIT_KILLED_AT if crash_in == KILL_AUDIT else None
-        config = AgentConfig(model=DemoModel(pace, kill_at), tools=tools, system=SYSTEM)
+        model = DemoModel(pace, kill_at, FileStore(root) if kill_at is not None else None)
+        config = AgentConfig(model=model, tools=tools, system=SYSTEM)
         yield Agent(config, gate_for(tools))
 
 

@@ -5,9 +5,11 @@ Its tickets live in ``STORE/.demo/tickets.json``, the file the demo's runs and t
 read. ``create_ticket`` honours the idempotency key a durableagent step sends in the request's
 ``_meta`` (``durableagent/idempotency_key``): a repeated call with the same key files nothing
 and returns the ticket filed the first time, so an agent killed inside the call runs it again
-safely. Its annotations say so (``idempotentHint``), and that filing a ticket destroys nothing
-(``destructiveHint: false``) and reaches nothing outside (``openWorldHint: false``);
-``get_ticket`` only reads (``readOnlyHint``).
+safely. Its annotations say so (``idempotentHint``), and that filing a ticket destroys
+nothing (``destructiveHint: false``) and reaches nothing outside (``openWorldHint: false``);
+``get_ticket`` only reads (``readOnlyHint``). It also honours the lease's fencing token
+(``durableagent/fence``): a write whose epoch is lower than one it has seen for that run is
+refused, so a worker paused past its lease cannot file after another took the run over.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from .demo import add_item, read_list
-from .mcp_adapter import IDEMPOTENCY_KEY_META
+from .demo import StaleFenceError, add_item, read_list
+from .mcp_adapter import FENCE_META, IDEMPOTENCY_KEY_META
 
 NAME = "demo-tickets"
 
@@ -49,7 +51,16 @@ def ticket_server(root: str | Path) -> MCPServer:
         idempotency key (in the request's _meta) returns the ticket filed the first time."""
         meta: dict[str, Any] = dict(ctx.request_context.meta or {})
         key = meta.get(IDEMPOTENCY_KEY_META)
-        ticket = add_item(
+        given = meta.get(FENCE_META)
+        fence = (given.get("run"), given.get("epoch")) if isinstance(given, dict) else None
+        try:
+            ticket = _file(summary, requester, key, fence)
+        except StaleFenceError as e:
+            raise ToolError(str(e)) from None
+        return str(ticket["id"])
+
+    def _file(summary: str, requester: str, key: Any, fence: Any) -> dict[str, Any]:
+        return add_item(
             root,
             "tickets",
             lambda n: {
@@ -59,8 +70,8 @@ def ticket_server(root: str | Path) -> MCPServer:
                 "key": key,
             },
             key=key if isinstance(key, str) and key else None,
+            fence=fence,
         )
-        return str(ticket["id"])
 
     @app.tool(
         title="Read a ticket",

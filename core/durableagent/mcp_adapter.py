@@ -22,7 +22,9 @@ no hint at all                  yes    yes       no          default
 human (``Tool.about``), never used by the gate.
 
 Every call carries the step's idempotency key in its request's ``_meta``
-(``{"durableagent/idempotency_key": key}``), reads included, so a server can deduplicate. The
+(``{"durableagent/idempotency_key": key}``), reads included, so a server can deduplicate, and
+the lease's fencing token (``{"durableagent/fence": {"run": run_id, "epoch": n}}``), so a
+server can refuse a paused holder's late write. The
 result is the text blocks joined with newlines (other blocks as a short placeholder naming
 their type and size); ``isError`` is an error result the model reads. A call that gets no
 answer (the server is down, the connection broke, the call timed out) raises
@@ -59,6 +61,10 @@ log = logging.getLogger("durableagent.mcp")
 
 IDEMPOTENCY_KEY_META = "durableagent/idempotency_key"
 """The ``_meta`` member of every ``tools/call`` request that carries the step's key."""
+FENCE_META = "durableagent/fence"
+"""The ``_meta`` member that carries the lease's fencing token, ``{"run", "epoch"}``, on every
+call of a leased run: a server that remembers the highest epoch per run and refuses lower ones
+stops a paused holder's late write (see ToolContext.fence)."""
 
 OVERRIDE_KEYS = ("write", "approve", "idempotent", "hint")
 _CLASS_KEYS = ("write", "approve", "idempotent")
@@ -247,6 +253,8 @@ def _caller(
 
     async def call(arguments: dict[str, Any], ctx: ToolContext) -> Result:
         meta: Any = {IDEMPOTENCY_KEY_META: ctx.idempotency_key}  # the SDK's open TypedDict
+        if ctx.fence is not None:
+            meta[FENCE_META] = {"run": ctx.fence[0], "epoch": ctx.fence[1]}
         try:
             result = await client.call_tool(
                 tool, arguments, read_timeout_seconds=timeout, meta=meta

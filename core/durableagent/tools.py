@@ -42,12 +42,18 @@ class ToolContext:
     - ``idempotency_key``: the same string every time this step runs in this run (see
       :func:`durableagent.journal.idempotency_key`); never the same for two runs. A plain run
       is not durable, so each of its calls gets a fresh key.
+    - ``fence``: ``(run_id, epoch)``, the lease's fencing token (None outside a leased run).
+      A holder paused past its lease (a GC pause, a frozen VM, SIGSTOP) can wake after another
+      worker took the run over, with its write already on the wire: no store can stop that,
+      but the system written to can, by refusing a write whose epoch is lower than one it has
+      seen for that run (Kleppmann's fencing tokens). Pass it along with the write.
     """
 
     run_id: str
     step: str
     attempt: int
     idempotency_key: str
+    fence: tuple[str, int] | None = None
 
 
 _CONTEXT: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(

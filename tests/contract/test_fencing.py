@@ -1,11 +1,17 @@
 """Fencing with real processes, on every store: a worker paused (SIGSTOP) inside a step past
-its lease's ttl, a second worker that takes the run over and finishes it, then the first one
-woken (SIGCONT): none of its records land, no tool effect is doubled, and it goes on serving.
+its lease's ttl, then woken (SIGCONT). No tool effect is doubled, no record of a holder that
+lost its lease lands, and the woken worker goes on serving.
+
+In PostgreSQL the paused worker's lease expires: a second worker takes the run over and
+finishes it, and none of the first one's records land. On one host the kernel knows the paused
+worker is alive (it holds the flock): it is shown as stuck, never taken over, and finishes
+the run itself once woken.
 """
 
 from __future__ import annotations
 
 import signal as sig
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,6 +19,7 @@ import pytest
 from procs import WorkerProcess, wait_for
 
 from durableagent import (
+    FileStore,
     Message,
     Reconcile,
     RunStatus,
@@ -103,6 +110,24 @@ def still_serving(a: WorkerProcess, b: WorkerProcess, store: Store) -> None:
     assert [x.owner for x in store.attempts("after")] == ["A"]
 
 
+def started(store: Store, run_id: str, step: str) -> bool:
+    return any(r.type == STEP_STARTED and r.step == step for r in store.load(run_id))
+
+
+def stuck_and_kept(store: Store, a: WorkerProcess, b: WorkerProcess, run_id: str) -> None:
+    """On one host: the paused holder is shown as stuck and nobody takes its run over."""
+    wait_for(
+        lambda: "stuck" in (store.lease_holder(run_id) or {}),
+        timeout=30,
+        why="A to show as stuck",
+    )
+    (summary,) = [s for s in store.summaries() if s.run_id == run_id]
+    assert summary.status == RunStatus.RUNNING
+    assert summary.waiting_on.startswith("stuck: A ") and "end that process" in summary.waiting_on
+    time.sleep(3)  # three ttls, with B looking: the flock is A's while A lives
+    assert [x.owner for x in store.attempts(run_id)] == ["A"], log_of(b)
+
+
 def test_a_worker_paused_inside_a_write_is_fenced_off_and_its_write_is_reconciled_once(
     any_store: Store, start: Callable[..., WorkerProcess], tmp_path: Path
 ):
@@ -111,6 +136,22 @@ def test_a_worker_paused_inside_a_write_is_fenced_off_and_its_write_is_reconcile
     a = start("A", hold="write")
     wait_for(lambda: lines(side, "tickets") != [], timeout=30, why="A inside create_ticket")
     a.proc.send_signal(sig.SIGSTOP)
+    pid_a = str(a.proc.pid)
+
+    if isinstance(store, FileStore):
+        b = start("B")
+        stuck_and_kept(store, a, b, "f1")
+        (side / "go-write").touch()
+        a.proc.send_signal(sig.SIGCONT)
+        wait_for(lambda: finished(store, "f1"), timeout=30, why=f"the run:\n{log_of(a)}")
+        records = store.load("f1")
+        ticket = [r for r in records if r.step == "tool/2/0/create_ticket"]
+        assert [r.type for r in ticket] == [STEP_STARTED, STEP_COMPLETED]
+        assert ticket[1].data["content"] == "TICKET-1"  # A's own result, recorded once
+        assert lines(side, "tickets") == [f"begin {pid_a}", f"end {pid_a}"]
+        assert store.attempts("f1")[0].owner == "A"
+        still_serving(a, b, store)
+        return
 
     # A stops renewing; once its ttl passed the run is nobody's, and its open write shows.
     wait_for(lambda: not store.is_leased("f1"), timeout=30, why="A's lease to expire")
@@ -132,7 +173,6 @@ def test_a_worker_paused_inside_a_write_is_fenced_off_and_its_write_is_reconcile
     assert [r.type for r in ticket] == [STEP_STARTED, STEP_COMPLETED]
     assert ticket[1].data["content"] == "T-7"  # the human's result, not A's late one
     assert view_store(store, "f1").answer.content == "filed T-7"  # type: ignore[union-attr]
-    pid_a = str(a.proc.pid)
     assert lines(side, "tickets") == [f"begin {pid_a}", f"end {pid_a}"]  # one ticket, A's
     attempts = store.attempts("f1")
     ended = [(x.owner, x.ended) for x in attempts]
@@ -148,7 +188,28 @@ def test_a_worker_paused_inside_a_read_is_fenced_off_and_the_read_runs_again(
     submit(store, "f1", [Message("user", "look it up")])
     a = start("A", hold="read")
     wait_for(lambda: lines(side, "lookups") != [], timeout=30, why="A inside lookup")
+    # A slow read's start shows while it runs (a fast one's travels with its result).
+    wait_for(lambda: started(store, "f1", "tool/1/0/lookup"), timeout=30, why="the read shown")
     a.proc.send_signal(sig.SIGSTOP)
+    pid_a = str(a.proc.pid)
+
+    if isinstance(store, FileStore):
+        b = start("B")
+        stuck_and_kept(store, a, b, "f1")
+        (side / "go-read").touch()
+        a.proc.send_signal(sig.SIGCONT)
+        wait_for(lambda: finished(store, "f1"), timeout=30, why=f"the run:\n{log_of(a)}")
+        lookup = [r for r in store.load("f1") if r.step == "tool/1/0/lookup"]
+        # Woken past its ttl, A records the read it made (its lease was never anyone else's)
+        # or, its own clock saying the lease may be lost, calls nothing more and the read
+        # runs again: either way, one ticket.
+        assert lookup[0].type == STEP_STARTED
+        assert lookup[-1].type == STEP_COMPLETED
+        assert lines(side, "lookups")[0] == f"begin {pid_a}"
+        assert len([t for t in lines(side, "tickets") if t.startswith("end")]) == 1
+        still_serving(a, b, store)
+        return
+
     wait_for(lambda: not store.is_leased("f1"), timeout=30, why="A's lease to expire")
     assert status(store, "f1") == RunStatus.READY  # an unfinished read is simply run again
 
@@ -163,7 +224,7 @@ def test_a_worker_paused_inside_a_read_is_fenced_off_and_the_read_runs_again(
     records = store.load("f1")
     lookup = [r for r in records if r.step == "tool/1/0/lookup" and r.type != SIGNAL]
     assert [r.type for r in lookup] == [STEP_STARTED, STEP_STARTED, STEP_COMPLETED]
-    pid_a, pid_b = str(a.proc.pid), str(b.proc.pid)
+    pid_b = str(b.proc.pid)
     assert lines(side, "lookups") == [f"begin {pid_a}", f"begin {pid_b}"]
     assert lines(side, "tickets") == [f"begin {pid_b}", f"end {pid_b}"]
     assert [(x.owner, x.ended) for x in store.attempts("f1")] == [
