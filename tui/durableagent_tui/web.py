@@ -16,7 +16,8 @@ static files, its message relay and its app protocol, and adds:
 - the app started without a shell (``exec``, its own session), its command line still
   shell-quoted wherever it is shown;
 - each app process asked to quit, then terminated, then killed, when its client leaves and when
-  the server stops.
+  the server stops;
+- no token in its log (:mod:`durableagent_tui.web_log`).
 """
 
 from __future__ import annotations
@@ -35,12 +36,15 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
+from urllib.parse import unquote
 
 import aiohttp_jinja2
 import jinja2
 from aiohttp import WSCloseCode, web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
+
+from .web_log import RedactToken, redact
 
 log = logging.getLogger("durableagent.web")
 
@@ -285,7 +289,9 @@ class WebServer(Server):
         its token) out of referrers, caches and frames."""
         why = self.check(request)
         if why is not None:
-            log.warning("refused %s %r: %s", request.method, request.raw_path[:200], why)
+            # Decoded first, so a token spelled with %-escapes is redacted as well.
+            path = redact(unquote(request.raw_path), self.token)
+            log.warning("refused %s %r: %s", request.method, path[:200], why)
             raise web.HTTPForbidden(text=f"403 forbidden: {why}\n")
         response = await handler(request)
         response.headers["Referrer-Policy"] = "no-referrer"
@@ -456,6 +462,8 @@ def serve(
         port=port,
         allow_hosts=allow_hosts,
     )
+    for handler in logging.getLogger().handlers:  # every logger's lines, not only ours
+        handler.addFilter(RedactToken(server.token))
     warning = exposure_warning(host, read_only)
     if warning is not None:
         print(f"agentrun web: {warning}", file=sys.stderr, flush=True)
