@@ -81,13 +81,33 @@ def test_the_page_is_kept_out_of_referrers_caches_and_frames(served: WebServer) 
     assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
 
 
+def test_every_path_needs_the_token_static_files_too(served: WebServer) -> None:
+    """The page's script and styles carry the token in their path, as the websocket does."""
+    token = served.token
+    assert get(served.base + "/static/js/textual.js")[0] == 403
+    assert get(f"{served.base}/static/js/textual.js?token={token}")[0] == 403  # not there
+    assert get(f"{served.base}/static/{token[:-1]}/js/textual.js")[0] == 403
+    status, headers, body = get(f"{served.base}/static/{token}/js/textual.js")
+    assert status == 200 and "javascript" in headers["Content-Type"] and len(body) > 1000
+    assert headers["Cache-Control"] == "no-store"  # its URL holds the token
+    assert get(f"{served.base}/static/{token}/css/xterm.css")[0] == 200
+    _, _, page = get(served.url)
+    assert f'src="/static/{token}/js/textual.js"' in page
+    assert f'href="/static/{token}/css/xterm.css"' in page
+    assert get(served.base + "/download/anything")[0] == 403
+    assert get(served.base + "/nothing/here")[0] == 403
+
+
 def test_static_files_are_served_without_a_listing_and_nothing_else_is(
     served: WebServer,
 ) -> None:
-    assert get(served.base + "/static/js/textual.js")[0] == 200
-    assert get(served.base + "/static/")[0] == 403
-    assert get(served.base + "/static/js/")[0] == 403
-    assert get(served.base + "/download/anything")[0] == 404
+    static = f"{served.base}/static/{served.token}"
+    assert get(static + "/")[0] == 404
+    assert get(static + "/js/")[0] == 404
+    assert get(static + "/js/nothing.js")[0] == 404
+    for escape in ("/..%2Fserver.py", "/js/..%2F..%2Fserver.py", "/%2E%2E/server.py"):
+        assert get(static + escape)[0] == 404, escape  # textual_serve/server.py, beside static/
+    assert get(f"{served.base}/download/anything?token={served.token}")[0] == 404
 
 
 def test_a_host_header_other_than_the_served_address_is_refused(served: WebServer) -> None:
@@ -98,7 +118,8 @@ def test_a_host_header_other_than_the_served_address_is_refused(served: WebServe
     assert get(served.url, Host=f"127.0.0.1:{served.port + 1}")[0] == 403
     assert get(served.url, Host=f"localhost:{served.port}")[0] == 200
     assert get(served.url, Host=f"proxy.example:{served.port}")[0] == 200  # --allow-host
-    assert get(served.base + "/static/js/textual.js", Host="rebind.example")[0] == 403
+    static = f"{served.base}/static/{served.token}/js/textual.js"
+    assert get(static, Host=f"rebind.example:{served.port}")[0] == 403
 
 
 async def test_behind_a_tls_proxy_the_page_uses_wss_and_its_https_origin_is_accepted(
