@@ -138,6 +138,27 @@ def test_a_foreign_origin_on_the_page_is_refused(served: WebServer) -> None:
     assert get(served.url, Origin=served.base)[0] == 200
 
 
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evilproxy.example:{port}",  # ours as its suffix: another site
+        "http://proxy.example.evil.com:{port}",
+        "http://proxy.example:{port}.evil.com",  # ours as its prefix
+        "http://proxy.example:{other}",  # another port is another origin
+        "http://proxy.example",
+        "ftp://proxy.example:{port}",  # and another scheme
+    ],
+)
+async def test_an_origin_must_be_the_served_one_exactly(served: WebServer, origin: str) -> None:
+    """With ``--allow-host proxy.example``: scheme, host and port, not a look-alike."""
+    name = f"proxy.example:{served.port}"
+    origin = origin.format(port=served.port, other=served.port + 1)
+    assert get(served.url, Host=name, Origin=f"http://{name}")[0] == 200
+    status, _, body = get(served.url, Host=name, Origin=origin)
+    assert status == 403 and "Origin header" in body
+    assert await handshake(served, served.token, Host=name, Origin=origin) == 403
+
+
 async def test_the_websocket_needs_the_token_its_own_origin_and_host(
     served: WebServer,
 ) -> None:
