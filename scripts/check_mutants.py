@@ -2,9 +2,11 @@
 
     python scripts/check_mutants.py [NAME ...]
 
-Each mutant edits a copy of core/ in a temp dir (the work tree is never touched), runs the
-core tests against it (PYTHONPATH puts the copy first) and prints which tests caught it.
-A mutant no test catches is a hole in the tests: the script exits 1.
+Each mutant edits a copy of core/ and tui/ in a temp dir (the work tree is never touched),
+runs the core tests against it (PYTHONPATH puts the copies first; a file's own tests too, see
+MORE_TESTS) and prints which tests caught it. A mutant's file is relative to core/durableagent,
+or to the repository when it starts with tui/. A mutant no test catches is a hole in the tests:
+the script exits 1.
 """
 
 from __future__ import annotations
@@ -325,6 +327,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            self.last_at = r.at\n",
         "        self.last_at = r.at\n",
     ),
+    # -- issue "web safety": agentrun web's locks --------------------------------------------
+    "w01-origin-suffix-match": (
+        "agentrun web takes an Origin that merely ends with its address (evilproxy.example)",
+        "tui/durableagent_tui/web.py",
+        'origin.lower() not in (f"http://{host}", f"https://{host}")',
+        "not origin.lower().endswith(host)",
+    ),
 }
 
 TESTS = [
@@ -348,19 +357,24 @@ TESTS = [
     "tests/test_audit.py",
 ]
 
+# The tests of a file outside the core, run besides TESTS for its mutants.
+MORE_TESTS = {"tui/durableagent_tui/web.py": ["tests/test_web_guard.py"]}
+
 
 def run_mutant(name: str, work: Path) -> list[str]:
     _pitfall, file, original, mutated = MUTANTS[name]
-    core = work / "core"
-    shutil.rmtree(core, ignore_errors=True)
-    shutil.copytree(ROOT / "core", core)
-    target = core / "durableagent" / file
+    core, tui = work / "core", work / "tui"
+    for copy in (core, tui):
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(ROOT / copy.name, copy)
+    target = work / file if file.startswith("tui/") else core / "durableagent" / file
     text = target.read_text()
     assert text.count(original) == 1, f"{name}: the original snippet is not in {file} once"
     target.write_text(text.replace(original, mutated))
-    env = {**os.environ, "PYTHONPATH": str(core)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(core), str(tui)])}
+    tests = TESTS + MORE_TESTS.get(file, [])
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", *TESTS],
+        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", *tests],
         cwd=ROOT,
         env=env,
         capture_output=True,
