@@ -2,9 +2,11 @@
 
     python scripts/check_mutants.py [NAME ...]
 
-Each mutant edits a copy of core/ in a temp dir (the work tree is never touched), runs the
-core tests against it (PYTHONPATH puts the copy first) and prints which tests caught it.
-A mutant no test catches is a hole in the tests: the script exits 1.
+Each mutant edits a copy of core/ and tui/ in a temp dir (the work tree is never touched),
+runs the core tests against it (PYTHONPATH puts the copies first; a file's own tests too, see
+MORE_TESTS) and prints which tests caught it. A mutant's file is relative to core/durableagent,
+or to the repository when it starts with tui/. A mutant no test catches is a hole in the tests:
+the script exits 1.
 """
 
 from __future__ import annotations
@@ -363,14 +365,22 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "f05-stale-tip-trusted": (
         "an append trusts this process's last seq though the journal was rewritten since",
         "stores/file_summaries.py",
-        "        if line[-1:] != b\"\\n\":\n            return False",
+        '        if line[-1:] != b"\\n":\n            return False',
         "        return True",
     ),
     "f06-no-lease-check-before-the-call": (
         "a holder whose lease may be lost calls the tool anyway",
         "journal.py",
-        "            self._check_lease(name)  # a holder that may have lost its lease calls nothing\n",
+        "            self._check_lease(name)  # a holder that may have lost its lease calls "
+        "nothing\n",
         "",
+    ),
+    # agentrun web (issue "safety and speed")
+    "w01-origin-suffix-match": (
+        "agentrun web takes an Origin that merely ends with its address (evilproxy.example)",
+        "tui/durableagent_tui/web.py",
+        'origin.lower() not in (f"http://{host}", f"https://{host}")',
+        "not origin.lower().endswith(host)",
     ),
 }
 
@@ -395,19 +405,24 @@ TESTS = [
     "tests/test_audit.py",
 ]
 
+# The tests of a file outside the core, run besides TESTS for its mutants.
+MORE_TESTS = {"tui/durableagent_tui/web.py": ["tests/test_web_guard.py"]}
+
 
 def run_mutant(name: str, work: Path) -> list[str]:
     _pitfall, file, original, mutated = MUTANTS[name]
-    core = work / "core"
-    shutil.rmtree(core, ignore_errors=True)
-    shutil.copytree(ROOT / "core", core)
-    target = core / "durableagent" / file
+    core, tui = work / "core", work / "tui"
+    for copy in (core, tui):
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(ROOT / copy.name, copy)
+    target = work / file if file.startswith("tui/") else core / "durableagent" / file
     text = target.read_text()
     assert text.count(original) == 1, f"{name}: the original snippet is not in {file} once"
     target.write_text(text.replace(original, mutated))
-    env = {**os.environ, "PYTHONPATH": str(core)}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(core), str(tui)])}
+    tests = TESTS + MORE_TESTS.get(file, [])
     out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", *TESTS],
+        [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", *tests],
         cwd=ROOT,
         env=env,
         capture_output=True,

@@ -237,13 +237,14 @@ def test_the_page_makes_no_third_party_request(pw: Any, store: Path, tmp_path: P
     browser, so a page whose URL holds the token sends nothing elsewhere (and works offline)."""
     with agentrun_web(store) as server, chromium(tmp_path) as browser:
         page = new_page(pw, browser)
-        answered: list[str] = []
+        answered: list[tuple[str, int]] = []
         failed: dict[str, str | None] = {}
-        page.on("response", lambda r: answered.append(urlsplit(r.url).netloc))
+        page.on("response", lambda r: answered.append((urlsplit(r.url).netloc, r.status)))
         page.on("requestfailed", lambda r: failed.update({urlsplit(r.url).netloc: r.failure}))
         term = Terminal()
         term.attach(page)
         page.goto(server.url)
         term.wait_for(page, lambda t: "billing-1042" in t.runs_pane(), "the runs table")
-        assert set(answered) == {f"127.0.0.1:{server.port}"}
+        assert set(answered) == {(f"127.0.0.1:{server.port}", 200)}  # its assets: the token
+        assert len(answered) >= 3  # the page, its script and its styles
         assert failed == {"fonts.googleapis.com": "csp"}  # blocked before it left

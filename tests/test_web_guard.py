@@ -4,6 +4,8 @@ the websocket, quoting, and app processes that are always reaped."""
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
 import os
 import signal
 import socket
@@ -49,7 +51,7 @@ def get(url: str, **headers: str) -> tuple[int, dict[str, str], str]:
         return e.code, dict(e.headers), e.read().decode()
 
 
-async def handshake(server: WebServer, token: str, **headers: str) -> int:
+async def handshake(server: WebServer | web.WebServer, token: str, **headers: str) -> int:
     """Open the session websocket; its HTTP status (101 when accepted), closed at once."""
     url = f"ws://127.0.0.1:{server.port}/ws/{token}?width=80&height=24"
     async with aiohttp.ClientSession() as session:
@@ -79,13 +81,33 @@ def test_the_page_is_kept_out_of_referrers_caches_and_frames(served: WebServer) 
     assert "frame-ancestors 'none'" in headers["Content-Security-Policy"]
 
 
+def test_every_path_needs_the_token_static_files_too(served: WebServer) -> None:
+    """The page's script and styles carry the token in their path, as the websocket does."""
+    token = served.token
+    assert get(served.base + "/static/js/textual.js")[0] == 403
+    assert get(f"{served.base}/static/js/textual.js?token={token}")[0] == 403  # not there
+    assert get(f"{served.base}/static/{token[:-1]}/js/textual.js")[0] == 403
+    status, headers, body = get(f"{served.base}/static/{token}/js/textual.js")
+    assert status == 200 and "javascript" in headers["Content-Type"] and len(body) > 1000
+    assert headers["Cache-Control"] == "no-store"  # its URL holds the token
+    assert get(f"{served.base}/static/{token}/css/xterm.css")[0] == 200
+    _, _, page = get(served.url)
+    assert f'src="/static/{token}/js/textual.js"' in page
+    assert f'href="/static/{token}/css/xterm.css"' in page
+    assert get(served.base + "/download/anything")[0] == 403
+    assert get(served.base + "/nothing/here")[0] == 403
+
+
 def test_static_files_are_served_without_a_listing_and_nothing_else_is(
     served: WebServer,
 ) -> None:
-    assert get(served.base + "/static/js/textual.js")[0] == 200
-    assert get(served.base + "/static/")[0] == 403
-    assert get(served.base + "/static/js/")[0] == 403
-    assert get(served.base + "/download/anything")[0] == 404
+    static = f"{served.base}/static/{served.token}"
+    assert get(static + "/")[0] == 404
+    assert get(static + "/js/")[0] == 404
+    assert get(static + "/js/nothing.js")[0] == 404
+    for escape in ("/..%2Fserver.py", "/js/..%2F..%2Fserver.py", "/%2E%2E/server.py"):
+        assert get(static + escape)[0] == 404, escape  # textual_serve/server.py, beside static/
+    assert get(f"{served.base}/download/anything?token={served.token}")[0] == 404
 
 
 def test_a_host_header_other_than_the_served_address_is_refused(served: WebServer) -> None:
@@ -96,7 +118,8 @@ def test_a_host_header_other_than_the_served_address_is_refused(served: WebServe
     assert get(served.url, Host=f"127.0.0.1:{served.port + 1}")[0] == 403
     assert get(served.url, Host=f"localhost:{served.port}")[0] == 200
     assert get(served.url, Host=f"proxy.example:{served.port}")[0] == 200  # --allow-host
-    assert get(served.base + "/static/js/textual.js", Host="rebind.example")[0] == 403
+    static = f"{served.base}/static/{served.token}/js/textual.js"
+    assert get(static, Host=f"rebind.example:{served.port}")[0] == 403
 
 
 async def test_behind_a_tls_proxy_the_page_uses_wss_and_its_https_origin_is_accepted(
@@ -113,6 +136,27 @@ async def test_behind_a_tls_proxy_the_page_uses_wss_and_its_https_origin_is_acce
 def test_a_foreign_origin_on_the_page_is_refused(served: WebServer) -> None:
     assert get(served.url, Origin="http://evil.example")[0] == 403
     assert get(served.url, Origin=served.base)[0] == 200
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evilproxy.example:{port}",  # ours as its suffix: another site
+        "http://proxy.example.evil.com:{port}",
+        "http://proxy.example:{port}.evil.com",  # ours as its prefix
+        "http://proxy.example:{other}",  # another port is another origin
+        "http://proxy.example",
+        "ftp://proxy.example:{port}",  # and another scheme
+    ],
+)
+async def test_an_origin_must_be_the_served_one_exactly(served: WebServer, origin: str) -> None:
+    """With ``--allow-host proxy.example``: scheme, host and port, not a look-alike."""
+    name = f"proxy.example:{served.port}"
+    origin = origin.format(port=served.port, other=served.port + 1)
+    assert get(served.url, Host=name, Origin=f"http://{name}")[0] == 200
+    status, _, body = get(served.url, Host=name, Origin=origin)
+    assert status == 403 and "Origin header" in body
+    assert await handshake(served, served.token, Host=name, Origin=origin) == 403
 
 
 async def test_the_websocket_needs_the_token_its_own_origin_and_host(
@@ -168,6 +212,80 @@ async def test_the_app_command_is_quoted_and_never_run_by_a_shell(tmp_path: Path
             assert argv[-2:] == [b"--store", os.fsencode(root)]
     assert not list(tmp_path.rglob("PWNED*"))
     assert web.app_argv(str(root))[-2:] == ["--store", str(root)]
+
+
+# -- the log never holds a token ----------------------------------------------------------
+
+
+def pieces(token: str, size: int = 8) -> list[str]:
+    """Every run of ``size`` characters of ``token``: a log holding any of them leaks part."""
+    return [token[i : i + size] for i in range(len(token) - size + 1)]
+
+
+async def test_refused_requests_are_logged_without_their_tokens(served: WebServer) -> None:
+    """A log is read by more people than the URL is meant for: a refused request is logged,
+    its token (the real one, a near miss, a wrong one, however spelled) is not."""
+    token, wrong = served.token, f"wrong{uuid.uuid4().hex}"
+    rebound = {"Host": f"rebind.example:{served.port}"}
+    spelled = "%" + format(ord(token[0]), "02X") + token[1:]  # its first letter %-encoded
+    logged = served.stderr
+
+    def refusals() -> int:
+        return sum(line.startswith("agentrun web: refused ") for line in logged().splitlines())
+
+    before = refusals()
+    refused = [
+        get(served.url, **rebound),
+        get(f"{served.base}/?token={wrong}"),
+        get(f"{served.base}/?token={token[:-1]}"),
+        get(f"{served.base}/?tok%65n={spelled}", **rebound),
+        get(f"{served.base}/static/{token}/js/textual.js", **rebound),
+        get(f"{served.base}/download/x?token={token}", **rebound),
+        await handshake(served, token, Origin="http://evil.example"),
+        await handshake(served, wrong, Origin=served.base),
+    ]
+    assert [r if isinstance(r, int) else r[0] for r in refused] == [403] * len(refused)
+    deadline_poll(lambda: refusals() == before + len(refused), 10, "a line for each refusal")
+    assert wrong not in logged()
+    assert [p for p in pieces(token) if p in logged()] == []
+    assert "refused GET '/?token=<redacted>'" in logged()
+    assert "refused GET '/ws/<redacted>?width=80&height=24'" in logged()
+
+
+async def test_the_servers_own_log_lines_hold_no_token_wherever_they_go(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """In a program of one's own (no ``agentrun web`` process, no filter on its stderr)."""
+    server = web.WebServer(["true"], port=0)
+    await server.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="durableagent.web"):
+            assert await handshake(server, server.token, Origin="http://evil.example") == 403
+    finally:
+        await server.stop()
+    assert "refused GET '/ws/<redacted>" in caplog.text
+    assert [p for p in pieces(server.token) if p in caplog.text] == []
+
+
+def test_every_line_of_agentrun_webs_log_is_redacted_tracebacks_too() -> None:
+    """aiohttp's and textual-serve's lines pass the same filter as ours on the way out."""
+    token = "6cv7" + uuid.uuid4().hex
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.addFilter(web.RedactToken(token))
+    logger = logging.getLogger(f"test.redact.{uuid.uuid4().hex}")
+    logger.addHandler(handler)
+    logger.propagate = False
+    logger.warning("connection to %s", f"/ws/{token}")
+    logger.warning("GET /?token=a-wrong-one&x=1")
+    try:
+        raise ValueError(f"bad request line: GET /x?y={token}")
+    except ValueError:
+        logger.exception("failed")
+    text = out.getvalue()
+    assert token not in text and "a-wrong-one" not in text
+    assert "connection to /ws/<redacted>" in text and "token=<redacted>&x=1" in text
+    assert "ValueError: bad request line: GET /x?y=<redacted>" in text
 
 
 # -- app processes are always reaped --------------------------------------------------------

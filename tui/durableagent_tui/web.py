@@ -7,16 +7,18 @@ rebinding too), even on 127.0.0.1; it starts the app through a shell; and it nev
 process, so a client that vanishes can leave one spinning. This module keeps its page, its
 static files, its message relay and its app protocol, and adds:
 
-- a random token on every address, loopback included: in the page's query string and in the
-  websocket's path, compared in constant time;
+- a random token on every address and every path, loopback included: in the page's query
+  string, in the websocket's and the static files' paths (:meth:`WebServer.handle_static`),
+  compared in constant time;
 - the Host header must name the served address (DNS rebinding) and a browser's Origin must be
   that same address (a websocket without an Origin is refused too);
 - no directory listing of the static files and no download route (the supervisor delivers no
-  files);
+  files); no response cached (every URL holds the token);
 - the app started without a shell (``exec``, its own session), its command line still
   shell-quoted wherever it is shown;
 - each app process asked to quit, then terminated, then killed, when its client leaves and when
-  the server stops.
+  the server stops;
+- no token in its log (:mod:`durableagent_tui.web_log`).
 """
 
 from __future__ import annotations
@@ -34,13 +36,17 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import unquote
 
 import aiohttp_jinja2
 import jinja2
 from aiohttp import WSCloseCode, web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
+
+from .web_log import RedactToken, redact
 
 log = logging.getLogger("durableagent.web")
 
@@ -269,30 +275,30 @@ class WebServer(Server):
         # https: the same name behind a TLS-terminating proxy (--allow-host).
         if origin is not None and origin.lower() not in (f"http://{host}", f"https://{host}"):
             return "cross-site requests are refused (Origin header)"
-        if route == "index":
-            given = request.query.get(TOKEN_PARAM, "")
-        elif route == "websocket":
+        if route in ("websocket", "static"):
             given = request.match_info.get(TOKEN_PARAM, "")
-        else:  # static files: textual-serve's own page assets, nothing of ours
-            return None
+        else:  # the page, and any path that is not ours: no answer says what exists
+            given = request.query.get(TOKEN_PARAM, "")
         if not same_token(given, self.token):
             return "a valid token is required: use the URL agentrun web printed"
         return None
 
     @web.middleware
     async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        """Refuse what :meth:`check` refuses (403); add headers that keep the page's URL (and
-        its token) out of referrers, caches and frames."""
+        """Refuse what :meth:`check` refuses (403); add headers that keep every URL (and its
+        token) out of referrers, caches and frames."""
         why = self.check(request)
         if why is not None:
-            log.warning("refused %s %r: %s", request.method, request.raw_path[:200], why)
+            # Decoded first, so a token spelled with %-escapes is redacted as well.
+            path = redact(unquote(request.raw_path), self.token)
+            log.warning("refused %s %r: %s", request.method, path[:200], why)
             raise web.HTTPForbidden(text=f"403 forbidden: {why}\n")
         response = await handler(request)
         response.headers["Referrer-Policy"] = "no-referrer"
         response.headers["X-Content-Type-Options"] = "nosniff"
         response.headers["X-Frame-Options"] = "DENY"
+        response.headers["Cache-Control"] = "no-store"
         if request.match_info.route.name == "index":
-            response.headers["Cache-Control"] = "no-store"
             response.headers["Content-Security-Policy"] = page_policy(request.headers["Host"])
         return response
 
@@ -305,7 +311,9 @@ class WebServer(Server):
             [
                 web.get("/", self.handle_index, name="index"),
                 web.get(f"/ws/{{{TOKEN_PARAM}}}", self.handle_websocket, name="websocket"),
-                web.static("/static", self.statics_path, show_index=False, name="static"),
+                web.get(
+                    f"/static/{{{TOKEN_PARAM}}}/{{path:.*}}", self.handle_static, name="static"
+                ),
             ]
         )
         app.on_shutdown.append(self.on_shutdown)
@@ -313,17 +321,36 @@ class WebServer(Server):
 
     async def handle_index(self, request: web.Request) -> web.StreamResponse:
         """The page, pointing its websocket at the address the browser used (already checked
-        against the served ones), with the token in the websocket's path."""
+        against the served ones), with the token in the websocket's path and in its assets'."""
         host = request.headers["Host"]
         # Behind a TLS-terminating proxy the page is https and its websocket must be wss.
         secure = request.headers.get("X-Forwarded-Proto", "").lower() == "https"
         context = {
             "font_size": to_int(request.query.get("fontsize", "16"), 16),
             "app_websocket_url": f"{'wss' if secure else 'ws'}://{host}/ws/{self.token}",
-            "config": {"static": {"url": "/static/"}},
+            "config": {"static": {"url": f"/static/{self.token}/"}},
             "application": {"name": self.title},
         }
         return aiohttp_jinja2.render_template("app_index.html", request, context)
+
+    async def handle_static(self, request: web.Request) -> web.StreamResponse:
+        """A file of textual-serve's page (its script, styles, image), the token checked.
+
+        The browser fetches these itself, so the token is in their path, as in the websocket's:
+        the template's own ``config.static.url`` puts it there, with no HTML rewritten, and a
+        relative URL in a stylesheet or one built by the script keeps it (a query string
+        would not). Not a cookie: browsers send a cookie to every port of the host, so a
+        token cookie would reach any other local server the user visits, and two servers on
+        one host would overwrite each other's; nor does a cookie work where cookies are off.
+        """
+        root = Path(self.statics_path).resolve()
+        try:
+            path = (root / request.match_info["path"]).resolve()
+        except (OSError, ValueError):  # a NUL byte, a symlink loop
+            raise web.HTTPNotFound() from None
+        if not path.is_relative_to(root) or not path.is_file():  # no escape, no listing
+            raise web.HTTPNotFound()
+        return web.FileResponse(path)
 
     async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
         """One browser session: one app process, reaped when the session ends."""
@@ -456,6 +483,8 @@ def serve(
         port=port,
         allow_hosts=allow_hosts,
     )
+    for handler in logging.getLogger().handlers:  # every logger's lines, not only ours
+        handler.addFilter(RedactToken(server.token))
     warning = exposure_warning(host, read_only)
     if warning is not None:
         print(f"agentrun web: {warning}", file=sys.stderr, flush=True)
