@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import DurableAgentError
@@ -23,6 +23,7 @@ from .record import (
     Record,
 )
 from .stores import Store
+from .takeover import late_write_note
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ class RunView:
     signals: tuple[Record, ...] = field(default=())
     forked_from: ForkedFrom | None = None  # a fork's origin; its forks: durableagent.forks_of
     tokens: Tokens | None = None  # the model steps' usage summed; None when none reported
+    # indeterminate: why its write may still land (its holder may be paused, not dead); ""
+    late_write: str = ""
 
     @property
     def last_seq(self) -> int:
@@ -223,12 +226,18 @@ def view_store(store: Store, run_id: str) -> RunView:
             error_line=getattr(e, "line", 0),
             error_reason=getattr(e, "reason", ""),
         )
-    return view_run(
+    view = view_run(
         records,
         outcome=store.last_outcome(run_id),
         leased=store.is_leased(run_id),
         run_id=run_id,
     )
+    if view.indeterminate is not None and not store.leases_die_with_holder:
+        step, ttl = view.indeterminate.name, store.lease_ttl
+        note = late_write_note(records, store.attempts(run_id), step, ttl)
+        if note:
+            view = replace(view, late_write=note)
+    return view
 
 
 def _message(d: Any) -> Message | None:

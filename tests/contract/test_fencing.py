@@ -11,12 +11,14 @@ the run itself once woken.
 from __future__ import annotations
 
 import signal as sig
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from procs import WorkerProcess, wait_for
+from procs import WorkerProcess, child_env, wait_for
 
 from durableagent import (
     FileStore,
@@ -110,6 +112,18 @@ def still_serving(a: WorkerProcess, b: WorkerProcess, store: Store) -> None:
     assert [x.owner for x in store.attempts("after")] == ["A"]
 
 
+def agentrun(store: Store, *args: str) -> subprocess.CompletedProcess[str]:
+    """``agentrun ARGS --store`` this store, its stdin not a terminal."""
+    return subprocess.run(
+        [sys.executable, "-m", "durableagent.cli", *args, "--store", store.description],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=child_env(),
+        timeout=60,
+    )
+
+
 def started(store: Store, run_id: str, step: str) -> bool:
     return any(r.type == STEP_STARTED and r.step == step for r in store.load(run_id))
 
@@ -158,6 +172,12 @@ def test_a_worker_paused_inside_a_write_is_fenced_off_and_its_write_is_reconcile
     summary = store.summary("f1")
     assert summary is not None and summary.status == RunStatus.INDETERMINATE
     assert summary.indeterminate == "tool/2/0/create_ticket"
+    # A may wake and still send its write: the human is told, and a retry is asked twice.
+    assert "owner A" in view_store(store, "f1").late_write
+    before = store.load("f1")
+    retry = agentrun(store, "reconcile", "f1", "tool/2/0/create_ticket", "--retry")
+    assert retry.returncode == 1 and "owner A" in retry.stderr and "--yes" in retry.stderr
+    assert store.load("f1") == before
 
     b = start("B")
     signal(store, "f1", "reconcile", Reconcile("tool/2/0/create_ticket", "done", "T-7"), by="op")

@@ -66,6 +66,12 @@ def test_sigkill_inside_a_read_and_a_write_across_five_workers(
     # 4: the next worker refuses to guess.
     o4 = outcome(worker(store_spec, side, 4))
     assert o4["status"] == "indeterminate" and o4["step"] == "tool/2/0/create_ticket"
+    # Was its holder surely dead? On one host yes (the kernel freed its flock); in PostgreSQL
+    # a kill looks like a pause, so the human is told its write may still land.
+    late = view_store(store, "a1").late_write
+    assert bool(late) == (not store.leases_die_with_holder), late
+    if late:
+        assert "owner host-3" in late and "fencing token" in late
     assert len(side.tickets()) == 1 and side.count("model") == 2
     ticket = json.loads(side.tickets()[0])["id"]
     signal(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from ..fold import RunStatus
@@ -52,9 +53,27 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         payload = Reconcile(args.step, "done", args.done)
     else:
         payload = Reconcile(args.step, "retry")
+        _confirm_retry(args)
     _signal(args, "reconcile", payload)
     print(f"reconciled {args.step} as {payload.outcome}; a worker will resume {args.run}")
     return 0
+
+
+def _confirm_retry(args: argparse.Namespace) -> None:
+    """A retry of a write whose holder may still be alive (paused, not dead) could run it
+    twice: say so, naming the old holder, and go on only on a yes (or --yes)."""
+    store = store_of(args)
+    require_run(store, args.run)
+    view = view_store(store, args.run)
+    if not view.late_write or args.yes:
+        return
+    warning = f"{args.step} of {args.run}: {clean(view.late_write)}"
+    if not sys.stdin.isatty():
+        raise Refused(f"{warning}. Retry anyway with --yes, or wait and check again")
+    print(f"warning: {warning}", file=sys.stderr)
+    answer = input(f"retry {args.step} all the same? [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise Refused("not retried; nothing was written")
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
@@ -91,6 +110,11 @@ def register(sub: Any, parents: Parents) -> None:
     how = s.add_mutually_exclusive_group(required=True)
     how.add_argument("--done", metavar="RESULT", help="it happened; RESULT is what it produced")
     how.add_argument("--retry", action="store_true", help="it did not happen; run it again")
+    s.add_argument(
+        "--yes",
+        action="store_true",
+        help="retry without asking even when the write's old holder may still be alive",
+    )
     s.set_defaults(fn=cmd_reconcile)
 
     s = sub.add_parser(

@@ -90,6 +90,7 @@ def view_dict(
             "started_at_iso": iso(s.started_at),
             "attempts": s.attempts,
             "hint": s.hint,
+            "may_still_land": view.late_write or None,
         }
     if records:
         d["input"] = [m.to_dict() for m in view.input]
@@ -427,6 +428,8 @@ def _next_steps(store: Store, view: RunView) -> None:
             print(f"  arguments  {args_text(s.call.arguments)}")
         if s.hint:
             print(f"  check      {one_line(s.hint, 200)}")
+        if view.late_write:
+            print(f"  warning    {clean(view.late_write)}")
         print("it may or may not have happened: check the external system, then")
         print(f"  agentrun reconcile {run} {clean(s.name)} --done RESULT   (it happened)")
         print(f"  agentrun reconcile {run} {clean(s.name)} --retry         (it did not)")

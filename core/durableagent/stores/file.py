@@ -91,6 +91,8 @@ class FileStore:
         self.leases = LeaseKeeper(self)
         self._tails: dict[str, tuple[int, int, int]] = {}  # load_since: run -> (seq, offset, ino)
 
+    leases_die_with_holder = True  # a flock: the kernel holds it exactly while its holder lives
+
     def __repr__(self) -> str:
         return f"FileStore({str(self.root)!r})"
 

@@ -129,6 +129,8 @@ class PostgresStore:
             allow_async_commit=allow_async_commit if allow is None else allow,
         )
 
+    leases_die_with_holder = False  # a lease ends by expiry: its holder may outlive it
+
     def __repr__(self) -> str:
         return f"PostgresStore({self._description!r})"
 

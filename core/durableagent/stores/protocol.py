@@ -99,7 +99,15 @@ class Attempt:
 
 class Store(Protocol):
     """Where journals live. ``append`` is durable when it returns (``sync=False``: when the
-    next synced append of the run returns)."""
+    next synced append of the run returns).
+
+    ``lease_ttl``: seconds a holder may go without renewing. ``leases_die_with_holder``: True
+    when the kernel frees a lease exactly when its holder dies (a FileStore's flock): a lease
+    found free then means its holder is dead; False when a lease ends by expiry (a holder
+    paused past it may still be alive)."""
+
+    lease_ttl: float
+    leases_die_with_holder: bool
 
     def load(self, run_id: str) -> list[Record]:
         """Every record of the run; [] for an unknown run."""

@@ -74,6 +74,12 @@ class ReconcileDialog(ActingDialog):
                 ),
                 classes="hint",
             )
+            if self.view.late_write:
+                yield Static(
+                    Text(f"Careful: {self.view.late_write}.", style="bold red"),
+                    id="late-write",
+                    classes="hint",
+                )
             yield OptionList(
                 Option(Text("done: it happened; type the result in the box below"), id="done"),
                 Option(Text(f"retry {step.name}: it did not happen; run it again…"), id="retry"),
@@ -146,6 +152,7 @@ class ReconcileDialog(ActingDialog):
                     (step.name, "bold"),
                     f" of {self.view.run_id}? If it did happen, running it again may repeat "
                     "the write (e.g. file a second ticket).",
+                    (f" And {self.view.late_write}." if self.view.late_write else "", "red"),
                 ),
                 yes=f"Retry {step.name}",
             ),
