@@ -208,8 +208,8 @@ async def test_a_step_error_is_not_recorded(store: FileStore):
 
     with pytest.raises(RuntimeError):
         await journal.run_step("llm/1", StepKind.MODEL, boom)
-    # A read's start travels with its result: one that failed at once left nothing.
-    assert [r.type for r in store.load("j")] == ["run.started"]
+    # Its start is recorded (the next run of it is its next attempt); its error is not.
+    assert [r.type for r in store.load("j")] == ["run.started", "step.started"]
     assert not journal.is_recorded("llm/1")
 
 

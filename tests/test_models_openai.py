@@ -264,8 +264,7 @@ async def test_rate_limit_raises_retry_error_with_retry_after_and_records_no_res
     assert e.value.status == 429 and e.value.retry_after == 7.0
     assert "Rate limit reached" in str(e.value) and "wait 7s" in str(e.value)
     assert len(fake.requests) == 1  # the SDK did not retry on its own
-    # Nothing recorded of the refused call (a read's start travels with its result).
-    assert [r.type for r in store.load("r1")] == ["run.started"]
+    assert [r.type for r in store.load("r1")] == ["run.started", "step.started"]
     # The read re-runs on the next attempt.
     outcome = await run(config(fake, store, []), "r1", None)
     assert outcome.status == Status.COMPLETED

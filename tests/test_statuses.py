@@ -89,7 +89,7 @@ async def test_failed_until_the_journal_moves_on(store: FileStore):
     view = view_store(store, "f1")
     assert view.status == RunStatus.FAILED
     assert "model overloaded" in view.error and "model overloaded" in view.waiting_on
-    assert store.last_outcome("f1").seq == 1  # the failed read left no start: it ran at once
+    assert store.last_outcome("f1").seq == 2
 
     out = await run(config, "f1", None)  # a retry: llm/1 was never recorded, so it runs again
     assert out.status == Status.COMPLETED

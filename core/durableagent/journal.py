@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from .errors import IndeterminateError, LeaseLostError, RunStopped
 from .loop import StepFn
@@ -181,6 +182,7 @@ class Journal:
         # checked append); _known holds the later ones we have, past a gap someone else filled.
         self._seen = self.last_seq
         self._known: set[int] = set()
+        self._key_prefix = ""  # idempotency_key without the step: the same for every step
 
     @property
     def last_seq(self) -> int:
@@ -201,11 +203,13 @@ class Journal:
         hint: str = "",
         classified_by: str = "",
         refused: bool = False,
+        gated: bool = False,
     ) -> Any:
-        """Run one step durably (SPEC §3). ``marker``, for a tool call, binds the start to the
-        human decisions: the step.started record is appended under the journal's lock only if
-        no deny for that marker has been recorded meanwhile; if one has, the call is refused
-        (an error result the model reads) and the tool is never called.
+        """Run one step durably (SPEC §3). ``marker``, for a tool call, binds it to the human
+        decisions: the step is recorded under the journal's lock only if no deny for that
+        marker has been recorded meanwhile; if one has, the call is refused (an error result
+        the model reads), and a write or a ``gated`` read (one that needed an approval) is
+        never called: their starts are recorded, checked, before they run.
 
         A write's start records ``idempotent`` (the external system deduplicates on the
         step's idempotency key: left unfinished, the step is run again instead of waiting for
@@ -216,11 +220,13 @@ class Journal:
         gate's class and ``refused``, and travels with the refusal. ``fn`` runs with the
         step's :class:`ToolContext` current.
 
-        A write's start is fsynced before ``fn`` runs; a gated call's is recorded before it
+        A write's start is fsynced before ``fn`` runs; a gated read's is recorded before it
         (the deny re-check). A read nobody gates needs neither (an unfinished read is run
         again either way): its start travels with its result, one append and one fsync, and
         is recorded on its own only if the read is still running after ``SHOW_AFTER``
-        seconds, so that a slow model or tool call shows as it runs."""
+        seconds, so that a slow model or tool call shows as it runs, or if it fails, so that
+        its next run is its next attempt. A deny for it that
+        landed while it ran refuses its result (the read did nothing to undo)."""
         done = self.index.completed.get(name)
         if done is not None:
             return done.data
@@ -248,7 +254,7 @@ class Journal:
             started["refused"] = True
             return await self._record_with_start(name, kind, started, await fn())
         start = Record.make(STEP_STARTED, name, kind, started)
-        deferred = not write and marker is None
+        deferred = not write and not gated
         if not deferred:
             try:
                 await self.append(start, unless_denied=marker, sync=write)
@@ -256,7 +262,10 @@ class Journal:
                 started["refused"] = True
                 refusal = Result(e.reason, is_error=True).to_dict()
                 return await self._record_with_start(name, kind, started, refusal)
-        key = idempotency_key(self.run_id, name, self.records[0] if self.records else None)
+        if not self._key_prefix:
+            first = self.records[0] if self.records else None
+            self._key_prefix = idempotency_key(self.run_id, "", first)
+        key = f"{self._key_prefix}{name}"
         attempt = self.index.starts.get(name, 0) + (1 if deferred else 0)
         fence = None if self.lease is None else (self.run_id, self.lease.epoch)
         token = set_context(ToolContext(self.run_id, name, attempt, key, fence))
@@ -269,7 +278,12 @@ class Journal:
         value = json.loads(json.dumps(value, allow_nan=False))
         completed = Record.make(STEP_COMPLETED, name, kind, value)
         if deferred and not shown:
-            return (await self.extend([start, completed]))[-1].data
+            try:
+                return (await self.extend([start, completed], unless_denied=marker))[-1].data
+            except _DeniedMeanwhile as e:
+                started["refused"] = True
+                refusal = Result(e.reason, is_error=True).to_dict()
+                return await self._record_with_start(name, kind, started, refusal)
         return (await self.append(completed)).data
 
     def _check_lease(self, name: str) -> None:
@@ -287,45 +301,56 @@ class Journal:
         return (await self.extend([start, completed]))[-1].data
 
     async def _call(self, fn: StepFn, deferred: Record | None) -> tuple[Any, bool]:
-        """Await the step's function in its own task, so that cancelling the attempt does not
-        pretend to stop it: a tool running in a thread goes on regardless. A cancelled attempt
-        leaves the task in ``unfinished`` for run() to keep the lease until it ends.
+        """Await the step's function. A write's (or a gated read's) runs in its own task, so
+        that cancelling the attempt does not pretend to stop it: a tool running in a thread
+        goes on regardless, and a cancelled attempt leaves the task in ``unfinished`` for
+        run() to keep the lease until it ends.
 
-        ``deferred``: the start of a read not recorded yet; it is appended (unsynced) if the
-        read is still running after SHOW_AFTER seconds; the second value says whether it
+        ``deferred``: the start of a read not recorded yet. The read is awaited in place
+        (cancelling the attempt cancels it: nothing of it is recorded, and a read that goes
+        on in a thread acts on nothing); its start is appended, unsynced, if it is still
+        running after SHOW_AFTER seconds or if it fails. The second value says whether it
         was."""
-        task = asyncio.ensure_future(fn())
+        if deferred is None:
+            return await self._call_write(fn), False
+        start = deferred
         showing: list[asyncio.Future[Record]] = []
-        timer = None
-        if deferred is not None:
 
-            def show() -> None:
-                showing.append(asyncio.ensure_future(self.append(deferred, sync=False)))
+        def show() -> None:
+            showing.append(asyncio.ensure_future(self.append(start, sync=False)))
 
-            timer = asyncio.get_running_loop().call_later(SHOW_AFTER, show)
+        timer = asyncio.get_running_loop().call_later(SHOW_AFTER, show)
         try:
-            value = await asyncio.shield(task)
+            value = await fn()
+        except asyncio.CancelledError:
+            for f in showing:
+                f.add_done_callback(_retrieve)
+            raise
+        except Exception:
+            # The read failed (its result is not recorded): its start is, so that the next
+            # attempt of it counts as the next (ToolContext.attempt) and the failure's
+            # outcome is made after the journal's last record.
+            if not showing:
+                showing.append(asyncio.ensure_future(self.append(start, sync=False)))
+            await asyncio.gather(showing[0], return_exceptions=True)
+            raise
+        finally:
+            timer.cancel()
+        if showing:
+            await showing[0]  # the start is in the journal (or the attempt ends here)
+        return value, bool(showing)
+
+    async def _call_write(self, fn: StepFn) -> Any:
+        task = asyncio.ensure_future(fn())
+        try:
+            return await asyncio.shield(task)
         except asyncio.CancelledError:
             if not task.done():
                 self.unfinished = task
                 _UNFINISHED.add(task)
                 task.add_done_callback(_UNFINISHED.discard)
                 task.add_done_callback(_retrieve)
-            for f in showing:
-                f.add_done_callback(_retrieve)
             raise
-        except Exception:
-            # The read failed (nothing is recorded for it): let its start land first, so
-            # that the failure's outcome is made after the journal's last record.
-            if showing:
-                await asyncio.gather(showing[0], return_exceptions=True)
-            raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-        if showing:
-            await showing[0]  # the start is in the journal (or the attempt ends here)
-        return value, bool(showing)
 
     async def append(
         self, record: Record, *, unless_denied: str | None = None, sync: bool = True
@@ -336,9 +361,11 @@ class Journal:
         landed since. Records others appended meanwhile (signals) join this view too."""
         return (await self._append((record,), unless_denied, sync))[0]
 
-    async def extend(self, records: list[Record], *, sync: bool = True) -> list[Record]:
+    async def extend(
+        self, records: list[Record], *, unless_denied: str | None = None, sync: bool = True
+    ) -> list[Record]:
         """Append records together: one write, one fsync (a read's start with its result)."""
-        return await self._append(tuple(records), None, sync)
+        return await self._append(tuple(records), unless_denied, sync)
 
     async def _append(
         self, records: tuple[Record, ...], unless_denied: str | None, sync: bool
@@ -355,30 +382,15 @@ class Journal:
                 if reason is not None:
                     raise _DeniedMeanwhile(reason)
 
-        # fsync takes milliseconds: keep it off the event loop (a worker runs many runs on it).
         try:
             if len(records) == 1:
-                stored = [
-                    await asyncio.to_thread(
-                        self.store.append,
-                        self.run_id,
-                        records[0],
-                        check=check,
-                        lease=self.lease,
-                        since=loaded,
-                        sync=sync,
-                    )
-                ]
+                one = self.store.append
+                args: tuple[Any, ...] = (self.run_id, records[0])
+                stored = [await _PLACE.run(one, args, check, self.lease, loaded, sync)]
             else:
-                stored = await asyncio.to_thread(
-                    self.store.append_many,
-                    self.run_id,
-                    records,
-                    check=check,
-                    lease=self.lease,
-                    since=loaded,
-                    sync=sync,
-                )
+                many = self.store.append_many
+                args = (self.run_id, records)
+                stored = await _PLACE.run(many, args, check, self.lease, loaded, sync)
         finally:
             if missed:
                 self._learn(missed)
@@ -397,6 +409,44 @@ class Journal:
         self.records.extend(records)
         if records[0].seq < tail:
             self.records.sort(key=lambda r: r.seq)
+
+
+_T = TypeVar("_T")
+
+
+class _Placement:
+    """Where appends run: on the event loop itself while they are quick (a local fsync, a
+    commit next door: a thread hop would cost more than the wait), in a thread for a while
+    after one was slow (a loaded disk, a far or failing server), so that the loop, which a
+    worker shares between its runs, its lease renewals and its change feed, stays free."""
+
+    SLOW = 0.002  # seconds: an append slower than this moves appends to threads...
+    FOR = 10.0  # ...for this long
+
+    def __init__(self) -> None:
+        self.threads_until = 0.0
+
+    async def run(
+        self,
+        fn: Callable[..., _T],
+        args: tuple[Any, ...],
+        check: Callable[[list[Record]], None] | None,
+        lease: Lease | None,
+        since: int,
+        sync: bool,
+    ) -> _T:
+        kwargs = {"check": check, "lease": lease, "since": since, "sync": sync}
+        t = time.monotonic()
+        if t < self.threads_until:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if time.monotonic() - t > self.SLOW:
+                self.threads_until = time.monotonic() + self.FOR
+
+
+_PLACE = _Placement()
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:

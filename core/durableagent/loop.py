@@ -30,6 +30,7 @@ class StepRunner(Protocol):
         hint: str = "",
         classified_by: str = "",
         refused: bool = False,
+        gated: bool = False,
     ) -> Any: ...
 
     def is_recorded(self, name: str) -> bool: ...
@@ -50,6 +51,7 @@ class PlainRunner:
         hint: str = "",
         classified_by: str = "",
         refused: bool = False,
+        gated: bool = False,
     ) -> Any:
         token = set_context(plain_context(name))
         try:
@@ -149,6 +151,8 @@ async def run_loop(
             # records the gate's class all the same (a denied write is still a write), and
             # that it was refused (so it never waits for a reconcile).
             policy = _write_policy(tools.get(call.name), gate, write) if acts else {}
+            if acts and not write and gate.needs_approval(call.name):
+                policy["gated"] = True  # a read a human approved: checked before it runs
             recorded = await runner.run_step(
                 step,
                 StepKind.TOOL,

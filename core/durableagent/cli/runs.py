@@ -442,9 +442,11 @@ def _next_steps(store: Store, view: RunView) -> None:
         print("ready: a worker will resume it (agentrun worker --agent MODULE:ATTR)")
     elif view.status == RunStatus.RUNNING:
         holder = store.lease_holder(run) or {}
-        owner = f" {holder['owner']}" if holder.get("owner") else ""
-        who = f" (pid {holder['pid']} on {holder['host']})" if "pid" in holder else ""
-        print(f"running: a worker{clean(owner)} holds its lease{clean(who)}")
+        who = f"pid {holder['pid']} on {holder['host']}" if "pid" in holder else ""
+        owner = str(holder.get("owner") or "")
+        if owner and owner != f"{holder.get('host')}:{holder.get('pid')}":
+            who = f"{who}; owner {owner}" if who else f"owner {owner}"
+        print(f"running: a worker holds its lease{clean(f' ({who})' if who else '')}")
         stuck = holder.get("stuck")
         if isinstance(stuck, int | float):
             print(
