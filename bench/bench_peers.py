@@ -38,7 +38,8 @@ autocommit INSERTs of such a row, one synchronous commit each (PostgreSQL).
 Each contestant runs in a child process of its own (the peers set up logging, threads and
 pools for the whole interpreter), set up and warmed by one workflow first; the rounds are
 interleaved (one workflow of each contestant per round, the order rotated) so that all see
-the same machine. The figure is the median over rounds (the best is printed too). Then, with
+the same machine. The figure is the median over rounds (the best is printed too); a ratio
+is the median of the per-round ratios (the two workflows ran back to back). Then, with
 strace on the PATH and unless --no-count, each contestant runs again under
 ``strace -f -e trace=fsync,fdatasync,...`` for a few workflows, and the fsyncs (files) and
 the sends to the server (PostgreSQL) between two markers are counted per step; on PostgreSQL
@@ -587,7 +588,7 @@ def report(
         if c.missing:
             print(f"   {c.label:<42} not installed ({c.missing}): not measured")
             continue
-        ratio = "" if c is ours else f"{c.median / ours.median:.1f}x ours"
+        ratio = "" if c is ours else f"{paired(c, ours):.1f}x ours"
         settings = "   ".join(
             f"{k} {v}" for k, v in c.info.items() if k in ("sqlite", "synchronous_commit")
         )
@@ -598,7 +599,7 @@ def report(
     lowest = statistics.median(floor[1])
     print(
         f"   {'floor: ' + floor[0]:<42} {lowest * 1e6:6.0f} ({min(floor[1]) * 1e6:5.0f})"
-        f"   ours is {ours.median / lowest:.1f}x this floor"
+        f"   ours is {paired(ours, floor[1]):.1f}x this floor"
     )
     figures = [f"ours {ours.median * 1e6:.0f} µs/step (write steps {ours_w.median * 1e6:.0f})"]
     for c in contestants[2:]:
@@ -606,11 +607,18 @@ def report(
             figures.append(f"{c.short} not installed")
         else:
             figures.append(
-                f"{c.short} {c.median * 1e6:.0f} µs/step ({c.median / ours.median:.1f}× ours, "
-                f"{c.median / ours_w.median:.1f}× our write steps)"
+                f"{c.short} {c.median * 1e6:.0f} µs/step ({paired(c, ours):.1f}× ours, "
+                f"{paired(c, ours_w):.1f}× our write steps)"
             )
     print(f"{title}: " + "   ".join(figures))
     sys.stdout.flush()
+
+
+def paired(c: Contestant, base: Contestant | list[float]) -> float:
+    """The median of the per-round ratios: each round's workflows ran back to back, so a
+    ratio within a round sees one weather; a median of medians would mix two."""
+    times = base if isinstance(base, list) else base.times
+    return statistics.median(a / b for a, b in zip(c.times, times, strict=True))
 
 
 @contextlib.contextmanager
@@ -628,11 +636,13 @@ def scratch_schemas(url: str) -> Iterator[Callable[[str], str]]:
     try:
         yield new
     finally:
-        with psycopg.connect(url, autocommit=True) as conn:
-            for name in names:
-                conn.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name))
-                )
+        try:
+            with psycopg.connect(url, autocommit=True) as conn:
+                for name in names:
+                    drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
+                    conn.execute(drop.format(sql.Identifier(name)))
+        except psycopg.Error as e:  # the server went away: say what is left behind
+            print(f"postgres: could not drop the schemas {', '.join(names)}: {e}")
 
 
 def versions_line() -> str:
