@@ -235,3 +235,41 @@ async def mcp_helpdesk(root: Path) -> AsyncIterator[Agent]:
     async with mcp.Client(server) as client:
         tools = await mcp_tools(client, trust_annotations=True)
         yield Agent(AgentConfig(ScriptedModel(reply), tools), gate_for(tools))
+
+
+def moving(root: Path) -> Agent:
+    """Three paced lookups (reads), then a ticket (a write that needs no approval), then the
+    answer. Every call notes ``RUN STEP PID`` in ``$AGENTRUN_SIDE/calls.log`` (any store: the
+    workers of two stores share it), so a run executed by two stores shows."""
+    side = Path(os.environ["AGENTRUN_SIDE"])
+    side.mkdir(parents=True, exist_ok=True)
+
+    def mark(ctx: Any) -> None:
+        with open(side / "calls.log", "a") as f:
+            f.write(f"{ctx.run_id} {ctx.step} {os.getpid()}\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def reply(messages: Sequence[Message]) -> Message:
+        done = [m for m in messages if m.role == "tool"]
+        if len(done) < 3:
+            return Message("assistant", tool_calls=(ToolCall(f"l{len(done)}", "lookup", {}),))
+        if len(done) == 3:
+            return Message("assistant", tool_calls=(ToolCall("w", "file_ticket", {}),))
+        return Message("assistant", "filed")
+
+    def lookup(args: dict[str, Any], ctx: Any) -> str:
+        mark(ctx)
+        time.sleep(0.15)
+        return "policy"
+
+    def file_ticket(args: dict[str, Any], ctx: Any) -> str:
+        mark(ctx)
+        return "T-1"
+
+    tools = [
+        Tool("lookup", "look up a policy", {"type": "object"}, lookup),
+        Tool("file_ticket", "file a ticket", {"type": "object"}, file_ticket),
+    ]
+    gate = PolicyGate(writes={"file_ticket"}, approve=())
+    return Agent(AgentConfig(ScriptedModel(reply), tools), gate)

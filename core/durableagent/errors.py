@@ -131,6 +131,17 @@ class RunStopped(DurableAgentError):
         super().__init__(f"stopped before step {step!r}: the runner is shutting down")
 
 
+class RunHalted(DurableAgentError):
+    """A human's control signal (``move``) stops the run: no step starts after it. ``.signal``
+    is its name, ``.step`` the step that did not start."""
+
+    def __init__(self, run_id: str, signal: str, step: str, why: str) -> None:
+        self.run_id = run_id
+        self.signal = signal
+        self.step = step
+        super().__init__(f"run {run_id!r} stopped before step {step!r}: {why}")
+
+
 class SignalError(DurableAgentError):
     """A signal was refused; nothing was written."""
 

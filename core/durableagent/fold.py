@@ -24,6 +24,7 @@ class RunStatus(enum.StrEnum):
 
     CORRUPT = "corrupt"
     COMPLETED = "completed"
+    MOVED = "moved"  # copied to another store by `agentrun copy --move`: it lives there now
     RUNNING = "running"
     INDETERMINATE = "indeterminate"
     AWAITING_APPROVAL = "awaiting_approval"
@@ -59,6 +60,7 @@ class Fold:
     finished: set[str] = field(default_factory=set)  # steps with a result, while few
     origin: ForkedFrom | None = None
     origin_seq: int = 0
+    moved_to: str | None = None  # a move signal's destination (agentrun copy --move)
 
     def add(self, r: Record) -> None:
         """Fold one record in (records arrive in seq order)."""
@@ -100,6 +102,8 @@ class Fold:
                 self.decided.add(str(payload.get("marker")))
             elif name == "reconcile" and r.step in self.open:
                 self.open[r.step][2] = True
+            elif name == "move":
+                self.moved_to = str(payload.get("to") or "another store")
         elif t == RUN_COMPLETED:
             self.completed = True
             msg = data.get("message")
@@ -129,6 +133,8 @@ class Fold:
         held: the first rule that matches."""
         if self.completed:
             return RunStatus.COMPLETED
+        if self.moved_to is not None and not leased:
+            return RunStatus.MOVED
         if leased:
             return RunStatus.RUNNING
         if self.origin is not None and self.unfinished_fork() is not None:
@@ -146,6 +152,8 @@ class Fold:
         """One line: what the run waits on (a pending call, the indeterminate step, the error)."""
         if status == RunStatus.FAILED and outcome is not None:
             return outcome.error
+        if status == RunStatus.MOVED:
+            return f"moved to {self.moved_to}"
         if status == RunStatus.INDETERMINATE:
             return f"reconcile {self.indeterminate}"
         if status == RunStatus.AWAITING_APPROVAL:
@@ -170,6 +178,7 @@ class Fold:
             "decided": sorted(self.decided),
             "origin": None if self.origin is None else self.origin.to_dict(),
             "origin_seq": self.origin_seq,
+            "moved_to": self.moved_to,
         }
 
     @classmethod
@@ -187,6 +196,7 @@ class Fold:
             decided=set(d.get("decided") or ()),
             origin=ForkedFrom.from_dict(d.get("origin")),
             origin_seq=int(d.get("origin_seq") or 0),
+            moved_to=d.get("moved_to"),
         )
 
 

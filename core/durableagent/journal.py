@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .errors import IndeterminateError, LeaseLostError, RunStopped
+from .errors import IndeterminateError, LeaseLostError, RunHalted, RunStopped
 from .loop import StepFn
 from .messages import StepKind
 from .record import RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
@@ -34,6 +34,20 @@ class Reconcile:
 def deny_reason(by: str | None, reason: str | None) -> str:
     """What the model reads when a human denied its call."""
     return f"denied by {by or 'a human'}" + (f": {reason}" if reason else "")
+
+
+# Signals after which no step starts (SPEC §7, copy --move).
+HALTS = frozenset({"move"})
+
+
+def halt_reason(r: Record) -> str:
+    """Why a halting signal stops the run, in words."""
+    name, payload, by, why = signal_fields(r)
+    who = f" by {by}" if by else ""
+    because = f": {why}" if why else ""
+    if name == "move":
+        return f"it was moved to {payload.get('to') or 'another store'}{who}{because}"
+    return f"{name}{who}{because}"
 
 
 def denial_of(marker: str, records: Iterable[Record]) -> str | None:
@@ -90,6 +104,7 @@ class StepIndex:
         self.completed: dict[str, Record] = {}  # the first step.completed
         self.reconciled: dict[str, Record] = {}  # the latest reconcile signal
         self.denied: dict[str, str] = {}  # marker -> what the model reads (the first deny)
+        self.halt: Record | None = None  # the signal that stops the run (a move)
         for r in records:
             self.add(r)
 
@@ -105,6 +120,8 @@ class StepIndex:
                 self.reconciled[r.step] = r
             elif name == "deny":
                 self.denied.setdefault(str(payload.get("marker")), deny_reason(by, why))
+            elif name in HALTS and self.halt is None:
+                self.halt = r
 
     def is_write(self, step: str) -> bool:
         """The step's latest start recorded a write that may have acted: ``write: true``
@@ -243,6 +260,7 @@ class Journal:
         self._check_lease(name)
         if self.stop is not None and self.stop():
             raise RunStopped(name)
+        self._check_halt(name)
         started: dict[str, Any] = {"write": write} if kind == StepKind.TOOL else {}
         if kind == StepKind.TOOL and write and idempotent:
             started["idempotent"] = True
@@ -257,7 +275,7 @@ class Journal:
         deferred = not write and not gated
         if not deferred:
             try:
-                await self.append(start, unless_denied=marker, sync=write)
+                await self.append(start, unless_denied=marker, sync=write, starts=name)
             except _DeniedMeanwhile as e:
                 started["refused"] = True
                 refusal = Result(e.reason, is_error=True).to_dict()
@@ -279,12 +297,20 @@ class Journal:
         completed = Record.make(STEP_COMPLETED, name, kind, value)
         if deferred and not shown:
             try:
-                return (await self.extend([start, completed], unless_denied=marker))[-1].data
+                done_now = await self.extend([start, completed], unless_denied=marker, starts=name)
+                return done_now[-1].data
             except _DeniedMeanwhile as e:
                 started["refused"] = True
                 refusal = Result(e.reason, is_error=True).to_dict()
                 return await self._record_with_start(name, kind, started, refusal)
         return (await self.append(completed)).data
+
+    def _check_halt(self, name: str) -> None:
+        """Stop before ``name`` when a halting signal (a move) is in this view."""
+        halt = self.index.halt
+        if halt is not None:
+            reason = halt_reason(halt)
+            raise RunHalted(self.run_id, signal_fields(halt)[0], name, reason)
 
     def _check_lease(self, name: str) -> None:
         """Stop before ``name`` when the lease may be lost: taken over, or not renewed within
@@ -353,31 +379,55 @@ class Journal:
             raise
 
     async def append(
-        self, record: Record, *, unless_denied: str | None = None, sync: bool = True
+        self,
+        record: Record,
+        *,
+        unless_denied: str | None = None,
+        sync: bool = True,
+        starts: str | None = None,
     ) -> Record:
         """Append a record to the run's journal and to this view of it. ``unless_denied``
         refuses the append (``_DeniedMeanwhile``) when a deny for that marker is recorded,
         whether this view holds it already (learnt at an earlier step's checked append) or it
-        landed since. Records others appended meanwhile (signals) join this view too."""
-        return (await self._append((record,), unless_denied, sync))[0]
+        landed since. ``starts``: the append starts that step, so a halting signal (a move)
+        that landed meanwhile refuses it (RunHalted). Records others appended meanwhile
+        (signals) join this view too."""
+        return (await self._append((record,), unless_denied, sync, starts))[0]
 
     async def extend(
-        self, records: list[Record], *, unless_denied: str | None = None, sync: bool = True
+        self,
+        records: list[Record],
+        *,
+        unless_denied: str | None = None,
+        sync: bool = True,
+        starts: str | None = None,
     ) -> list[Record]:
         """Append records together: one write, one fsync (a read's start with its result)."""
-        return await self._append(tuple(records), unless_denied, sync)
+        return await self._append(tuple(records), unless_denied, sync, starts)
 
     async def _append(
-        self, records: tuple[Record, ...], unless_denied: str | None, sync: bool
+        self,
+        records: tuple[Record, ...],
+        unless_denied: str | None,
+        sync: bool,
+        starts: str | None = None,
     ) -> list[Record]:
         check = None
         missed: list[Record] = []
         loaded = self._seen
-        if unless_denied is not None:
+        if unless_denied is not None or starts is not None:
             marker, known, index = unless_denied, self._known, self.index
+            run_id = self.run_id
 
             def check(records: list[Record]) -> None:
                 missed[:] = [r for r in records if r.seq not in known]
+                if starts is not None:
+                    halt = next((r for r in missed if _halts(r)), None)
+                    if halt is not None:
+                        why = halt_reason(halt)
+                        raise RunHalted(run_id, signal_fields(halt)[0], starts, why)
+                if marker is None:
+                    return
                 reason = index.denied.get(marker) or denial_of(marker, missed)
                 if reason is not None:
                     raise _DeniedMeanwhile(reason)
@@ -409,6 +459,10 @@ class Journal:
         self.records.extend(records)
         if records[0].seq < tail:
             self.records.sort(key=lambda r: r.seq)
+
+
+def _halts(r: Record) -> bool:
+    return r.type == SIGNAL and signal_fields(r)[0] in HALTS
 
 
 _T = TypeVar("_T")

@@ -14,6 +14,7 @@ STATUS_GLYPH: dict[RunStatus, str] = {
     RunStatus.RUNNING: "●",
     RunStatus.READY: "○",
     RunStatus.COMPLETED: "✓",
+    RunStatus.MOVED: "⇢",
 }
 
 # The short words the TUI shows (its status column and header counts); `ls --status` takes

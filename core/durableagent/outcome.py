@@ -17,6 +17,7 @@ class Status(enum.StrEnum):
     AWAITING_APPROVAL = "awaiting_approval"
     INDETERMINATE = "indeterminate"
     FAILED = "failed"
+    MOVED = "moved"  # a move signal stopped it: the run lives in another store now
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from .errors import (
     InputMismatchError,
     LeaseLostError,
     RunChangedError,
+    RunHalted,
     RunNotFoundError,
     RunStopped,
     SignalError,
@@ -32,7 +33,8 @@ from .outcome import Outcome, Status
 from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, Record, signal_fields
 from .stores import Lease, Store
 
-SIGNALS = ("approve", "deny", "reconcile")
+SIGNALS = ("approve", "deny", "reconcile", "move")
+HALTED = {"move": Status.MOVED}  # how an attempt a halting signal stopped ends
 _PAST = {"approve": "approved", "deny": "denied"}
 
 
@@ -100,6 +102,11 @@ async def run(
         except IndeterminateError as e:
             assert journal is not None
             outcome = Outcome(Status.INDETERMINATE, step=e.step, seq=journal.last_seq)
+        except RunHalted as e:
+            # A human's control signal stopped it before a step: the attempt ends saying so.
+            if journal is None:
+                raise  # found before the attempt began: nothing ran
+            outcome = Outcome(HALTED[e.signal], error=str(e), seq=journal.last_seq)
         except (RunStopped, LeaseLostError, StoreUnavailableError):
             # Not a failure: the run resumes from its journal next time (stopped, or the store
             # was out of reach), or another runner has it now (lost): either way this attempt
@@ -185,6 +192,9 @@ def _check_start(run_id: str, records: list[Record], given: Any) -> Outcome | No
     gap = unfinished_fork(records, run_id)
     if gap is not None:
         raise ForkError(run_id, f"run {run_id!r} cannot run: it is {gap}")
+    moved = next((r for r in records if r.type == SIGNAL and _is_move(r)), None)
+    if moved is not None and not any(r.type == RUN_COMPLETED for r in records):
+        raise RunHalted(run_id, "move", "", f"it {_moved_text(moved)}: run it there")
     for r in reversed(records):
         if r.type == RUN_COMPLETED:
             try:
@@ -249,6 +259,9 @@ def signal(
     if name == "reconcile":
         step = _reconcile_step(run_id, payload)
         payload = {"step": step, "outcome": payload["outcome"], "result": payload.get("result")}
+    elif name == "move":
+        step = ""
+        payload = {"to": _destination(run_id, payload)}
     else:
         marker = _marker(run_id, name, payload)
         step = marker_step(marker)
@@ -259,6 +272,9 @@ def signal(
             raise RunNotFoundError(run_id)
         if any(r.type == RUN_COMPLETED for r in records):
             raise SignalError(run_id, f"run {run_id!r} is completed; a signal cannot change it")
+        moved = next((r for r in records if r.type == SIGNAL and _is_move(r)), None)
+        if moved is not None:
+            raise SignalError(run_id, f"run {run_id!r} {_moved_text(moved)}; decide on it there")
         gap = unfinished_fork(records, run_id)
         if gap is not None:
             raise SignalError(run_id, f"run {run_id!r} is {gap}; decide on it after that")
@@ -267,11 +283,33 @@ def signal(
         index = StepIndex(records)
         if name == "reconcile":
             _check_reconcile(run_id, step, index)
+        elif name == "move":
+            pass  # any run not completed or moved may move
         else:
             _check_decision(run_id, name, payload["marker"], step, records, index)
 
     data = {"name": name, "payload": payload, "by": by, "reason": reason}
     return store.append(run_id, Record.make(SIGNAL, step, "", data), check=check)
+
+
+def _destination(run_id: str, payload: Any) -> str:
+    to = payload.get("to") if isinstance(payload, dict) else None
+    if not isinstance(to, str) or not to.strip():
+        raise SignalError(run_id, "move needs a payload {'to': 'the destination store'}")
+    return to.strip()
+
+
+def _is_move(r: Record) -> bool:
+    return signal_fields(r)[0] == "move"
+
+
+def _moved_text(r: Record) -> str:
+    """``was moved to DEST by WHO at HH:MM:SS (why)``."""
+    _, payload, by, why = signal_fields(r)
+    when = time.strftime("%H:%M:%S", time.localtime(r.at))
+    who = f" by {by}" if by else ""
+    because = f" ({why})" if why else ""
+    return f"was moved to {payload.get('to')}{who} at {when}{because}"
 
 
 def _marker(run_id: str, name: str, payload: Any) -> str:

@@ -93,6 +93,7 @@ class RunView:
     tokens: Tokens | None = None  # the model steps' usage summed; None when none reported
     # indeterminate: why its write may still land (its holder may be paused, not dead); ""
     late_write: str = ""
+    moved_to: str | None = None  # where a move signal sent it (agentrun copy --move)
 
     @property
     def last_seq(self) -> int:
@@ -112,6 +113,8 @@ class RunView:
         if self.status == RunStatus.AWAITING_APPROVAL:
             more = f" (+{len(self.pending) - 1})" if len(self.pending) > 1 else ""
             return f"approve {self.pending[0].tool}{more}" if self.pending else "approval"
+        if self.status == RunStatus.MOVED:
+            return f"moved to {self.moved_to}"
         return ""
 
 
@@ -201,6 +204,7 @@ def view_run(
         model_calls=status_fold.model_calls,
         started_at=records[0].at if records else None,
         last_activity=status_fold.last_at,
+        moved_to=status_fold.moved_to,
         error=error,
         outcome=outcome,
         leased=leased,

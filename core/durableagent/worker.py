@@ -27,6 +27,7 @@ from .errors import (
     DurableAgentError,
     LeaseLostError,
     RunBusyError,
+    RunHalted,
     RunStopped,
     StoreUnavailableError,
 )
@@ -394,6 +395,8 @@ class Worker:
             log.debug("run %s is busy elsewhere; skipped", run_id)
         except RunStopped:
             log.info("run %s stopped between steps for shutdown; it resumes later", run_id)
+        except RunHalted as e:
+            log.info("run %s: %s", run_id, e)  # a human stopped it: nothing to retry
         except LeaseLostError as e:
             log.warning("run %s: %s; leaving it to the new holder", run_id, e)
         except StoreUnavailableError as e:

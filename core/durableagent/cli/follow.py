@@ -15,10 +15,12 @@ from ..fold import Fold, RunStatus, Summary
 from ..record import Record
 from ..stores import Store
 
-# The statuses a followed run stops at: done, or waiting for a human.
+# The statuses a followed run stops at: done (or gone to another store), or waiting for a
+# human.
 STOPS = frozenset(
     {
         RunStatus.COMPLETED,
+        RunStatus.MOVED,
         RunStatus.AWAITING_APPROVAL,
         RunStatus.INDETERMINATE,
         RunStatus.FAILED,

@@ -401,7 +401,7 @@ def _follow(args: argparse.Namespace, store: Store, view: RunView) -> int:
         out(f"status   {status_word(status)}")
         if final.status == status:  # else it moved on meanwhile (a worker retrying it)
             _next_steps(store, final)
-    return 0 if status == RunStatus.COMPLETED else EXIT_NEEDS_HUMAN
+    return 0 if status in (RunStatus.COMPLETED, RunStatus.MOVED) else EXIT_NEEDS_HUMAN
 
 
 def _next_steps(store: Store, view: RunView) -> None:
@@ -438,6 +438,8 @@ def _next_steps(store: Store, view: RunView) -> None:
         print(f"fix the cause, then: agentrun retry {run}")
     elif view.status == RunStatus.COMPLETED and view.answer is not None:
         print(f"answer: {clean(view.answer.content)}")
+    elif view.status == RunStatus.MOVED:
+        print(f"{clean(view.waiting_on)}: it lives there now (agentrun show {run} --store ...)")
     elif view.status == RunStatus.READY:
         print("ready: a worker will resume it (agentrun worker --agent MODULE:ATTR)")
     elif view.status == RunStatus.RUNNING:

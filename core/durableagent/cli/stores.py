@@ -7,10 +7,11 @@ import argparse
 import sys
 from typing import Any
 
-from ..errors import CorruptJournalError, RunConflictError
+from ..copying import CopyError, copy_run
+from ..errors import CorruptJournalError, RunConflictError, SignalError
 from ..ids import check_run_id
-from ..stores import Attempt, Store, open_store
-from .common import Parents, Refused, clean, describe, no_run, store_of
+from ..stores import open_store
+from .common import Parents, clean, describe, no_run, store_of
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -28,59 +29,31 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_copy(args: argparse.Namespace) -> int:
-    """Copy every run of SRC (its journal and attempts) into DST. A run already in DST with
-    the same records is left as it is; one with other records, or whose journal does not
-    load in SRC, is refused by name and the others are copied."""
+    """Copy every finished run of SRC (its journal and attempts) into DST, or with --move every
+    run. A run already in DST with the same records is left as it is; one with other records,
+    one that cannot move, or whose journal does not load in SRC, is refused by name and the
+    others are copied."""
     src = open_store(args.src, create=False)
     dst = open_store(args.dst, create=True)
     copied = same = 0
     refused: list[str] = []
     for run_id in src.run_ids():
         try:
-            if copy_run(src, dst, run_id):
+            if copy_run(
+                src, dst, run_id, move=args.move, by=args.by, reason=args.reason, wait=args.wait
+            ):
                 copied += 1
             else:
                 same += 1
-        except (CorruptJournalError, RunConflictError, Refused) as e:
+        except (CorruptJournalError, RunConflictError, CopyError, SignalError) as e:
             print(f"agentrun copy: {clean(e)}", file=sys.stderr)
             refused.append(run_id)
+    what = "moved" if args.move else "copied"
     print(
-        f"copied {copied} run(s) from {describe(src)} to {describe(dst)}; {same} already there"
+        f"{what} {copied} run(s) from {describe(src)} to {describe(dst)}; {same} already there"
         + (f"; {len(refused)} refused: {', '.join(refused)}" if refused else "")
     )
     return 1 if refused else 0
-
-
-def copy_run(src: Store, dst: Store, run_id: str) -> bool:
-    """Copy one run; False when DST already held exactly it."""
-    if src.is_leased(run_id):
-        raise Refused(f"run {run_id!r} is being executed in {describe(src)}; copy it once it stops")
-    lines = src.export_run(run_id)  # every crc and seq checked
-    attempts = with_legacy_outcome(src, run_id, src.attempts(run_id))
-    added = dst.import_run(run_id, lines, attempts)
-    if added and dst.export_run(run_id) != lines:
-        raise Refused(f"run {run_id!r} did not read back from {describe(dst)} as copied")
-    return added
-
-
-def with_legacy_outcome(store: Store, run_id: str, attempts: list[Attempt]) -> list[Attempt]:
-    """The attempts, plus the run's last outcome as an attempt of its own when no attempt
-    carries it (a FileStore written before attempts were logged kept it beside them)."""
-    outcome = store.last_outcome(run_id)
-    if outcome is None or any(a.outcome is not None for a in attempts):
-        return attempts
-    epoch = max((a.epoch for a in attempts), default=0)
-    legacy = Attempt(
-        number=len(attempts) + 1,
-        owner="",
-        epoch=epoch,
-        started_at=None,
-        first_seq=0,
-        last_seq=outcome.seq,
-        ended=str(outcome.status),
-        outcome=outcome,
-    )
-    return [*attempts, legacy]
 
 
 def register(sub: Any, parents: Parents) -> None:
@@ -99,13 +72,26 @@ def register(sub: Any, parents: Parents) -> None:
 
     s = sub.add_parser(
         "copy",
-        help="copy every run from one store to another",
+        parents=[parents.by],
+        help="copy the finished runs (or, with --move, every run) from one store to another",
         description=(
-            "Copy every run of SRC (journal and attempts) into DST; each is a directory or a "
-            "postgresql:// URL. Every crc is checked; copying again changes nothing. A run "
-            "already in DST with other records is refused by name (exit 1), the rest copied."
+            "Copy every finished run of SRC (journal and attempts) into DST; each is a "
+            "directory or a postgresql:// URL. Every crc is checked; copying again changes "
+            "nothing. A run that can still move is refused (copied, it would be live in both "
+            "stores and run twice) unless --move: then a move signal stops it in SRC (no "
+            "worker there starts an attempt or a step of it), it is copied once its lease is "
+            "free, and it shows as moved in SRC. A move cut short is finished by running it "
+            "again. A run already in DST with other records is refused by name (exit 1)."
         ),
     )
     s.add_argument("src", metavar="SRC", help="the store to copy from")
     s.add_argument("dst", metavar="DST", help="the store to copy into (created if needed)")
+    s.add_argument("--move", action="store_true", help="move every run, finished or not, into DST")
+    s.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="how long a move waits for an attempt in flight to stop (default 30)",
+    )
     s.set_defaults(fn=cmd_copy)

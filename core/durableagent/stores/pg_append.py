@@ -120,9 +120,7 @@ class Appender:
         while True:
             sent: list[tuple[int, bytes]] = []  # the last (seq, line) a lost connection may hold
             try:
-                if check is None:
-                    return self._append_optimistic(run_id, records, lease, sync, sent)
-                return self._append_locked(run_id, records, check, lease, since, sync, sent)
+                return self._append_optimistic(run_id, records, check, lease, since, sync, sent)
             except LOST as e:
                 self.forget(run_id)
                 stored = self._landed(run_id, records, sent, deadline, e)
@@ -138,19 +136,36 @@ class Appender:
         self,
         run_id: str,
         records: tuple[Record, ...],
+        check: Check | None,
         lease: Lease | None,
+        since: int,
         sync: bool,
         sent: list[tuple[int, bytes]],
     ) -> list[Record]:
         """One round trip when this process knows the run's state (it appended to it, or took
-        its lease) and nobody moved it since; otherwise under the lock."""
+        its lease) and nobody moved it since; otherwise under the lock. A ``check`` whose
+        caller has seen every record this process knows of gets no records: the statement
+        lands only if nobody appended since, and then there were none (if somebody did, the
+        append is made under the lock, and the check gets theirs)."""
         state = self.take(run_id)
-        if state is not None and state.fold is not None:
+        if (
+            state is not None
+            and state.fold is not None
+            and (check is None or state.last_seq == since)
+        ):
+            if check is not None:
+                try:
+                    check([])
+                except BaseException:
+                    self.keep(run_id, state)
+                    raise
             with self._db.connection() as conn:
                 pending = self._send(conn, run_id, records, state, lease, sync, sent)
                 if self._settle(run_id, pending, sent):
                     return pending.stored
-        return self._append_locked(run_id, records, None, lease, 0, sync, sent)
+        elif state is not None:
+            self.keep(run_id, state)
+        return self._append_locked(run_id, records, check, lease, since, sync, sent)
 
     def _append_locked(
         self,
