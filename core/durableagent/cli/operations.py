@@ -4,7 +4,6 @@ human decision in a store)."""
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -12,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..audit import Decision, audit
+from ..durations import parse_duration
 from ..fork import DROP, KEEP, plan_fork, write_fork
 from ..ids import check_run_id
 from ..record import STEP_COMPLETED, Record, signal_fields
@@ -29,19 +29,18 @@ from .common import (
     with_iso,
 )
 
-_RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-_UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
 
 def since_arg(text: str, now: float | None = None) -> float:
     """``--since``: ISO-8601 (``2026-11-30``, ``2026-11-30T09:00``, ``...Z`` or ``+02:00``;
     without a zone, local time) or a time ago (``45s``, ``30m``, ``2h``, ``1d``, ``1w``), as
     epoch seconds."""
     text = text.strip()
-    relative = _RELATIVE.fullmatch(text)
-    if relative:
-        now = time.time() if now is None else now
-        return now - float(relative.group(1)) * _UNIT[relative.group(2)]
+    try:
+        ago = parse_duration(text)
+    except ValueError:
+        pass
+    else:
+        return (time.time() if now is None else now) - ago
     try:
         return datetime.fromisoformat(text).timestamp()
     except ValueError:

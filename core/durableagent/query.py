@@ -1,0 +1,159 @@
+"""One query language to select runs everywhere: ``agentrun ls --where``, the bulk commands
+and the TUI's filter. Terms are ANDed; ``-term`` negates one::
+
+    status:failed age>1h tool:create_ticket owner:host-a run:billing-* -status:paused needs:human
+
+It is evaluated on a store's summaries (the status lines ``agentrun ls`` prints), never by
+reading a journal. A field or an operator it does not know, or a value that does not parse,
+is refused with what it takes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from .durations import HOW, parse_duration
+from .errors import DurableAgentError
+from .fold import NEEDS_HUMAN, RunStatus, Summary
+from .labels import STATUS_BY_WORD
+from .messages import step_tool_name
+
+_TERM = re.compile(r"(-?)([a-z_]+)(:|>=|<=|>|<)(.*)", re.DOTALL)
+
+
+class QueryError(DurableAgentError, ValueError):
+    """A query that does not parse; the message says what is wrong and what it takes."""
+
+
+@dataclass(frozen=True)
+class Field:
+    """A field of the language: the operators it takes and what its values mean."""
+
+    name: str
+    operators: tuple[str, ...]
+    help: str
+
+
+FIELDS: dict[str, Field] = {
+    f.name: f
+    for f in (
+        Field("status", (":",), "a status or its short word (status:awaiting, status:failed)"),
+        Field("needs", (":",), "needs:human (indeterminate, awaiting, failed, corrupt)"),
+        Field("tool", (":",), "a tool a run waits on: a pending call's or an open write's"),
+        Field("run", (":",), "the run id, * and ? as wildcards (run:billing-*)"),
+        Field("owner", (":",), "who holds a running run's lease (owner:host-a, wildcards)"),
+        Field("age", (">", "<", ">=", "<="), f"time since its last record ({HOW})"),
+    )
+}
+
+
+def fields_text() -> str:
+    return "; ".join(f"{f.name}{'|'.join(f.operators)}: {f.help}" for f in FIELDS.values())
+
+
+Test = Callable[[Summary, float], bool]
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of a query, as written, and its test."""
+
+    text: str
+    negated: bool
+    test: Test
+
+    def matches(self, summary: Summary, now: float) -> bool:
+        return self.test(summary, now) != self.negated
+
+
+@dataclass(frozen=True)
+class Query:
+    """A parsed query: every term must hold. The empty query selects every run."""
+
+    text: str
+    terms: tuple[Term, ...] = ()
+
+    def matches(self, summary: Summary, now: float | None = None) -> bool:
+        at = time.time() if now is None else now
+        return all(t.matches(summary, at) for t in self.terms)
+
+    def select(self, summaries: Iterable[Summary], now: float | None = None) -> list[Summary]:
+        """The summaries the query selects, in their order."""
+        at = time.time() if now is None else now
+        return [s for s in summaries if self.matches(s, at)]
+
+
+def parse_query(text: str) -> Query:
+    """Parse ``text`` (terms separated by spaces); QueryError when a term does not parse."""
+    terms = []
+    for word in text.split():
+        m = _TERM.fullmatch(word)
+        if m is None:
+            raise QueryError(
+                f"{word!r} is not a term: write FIELD:VALUE or age>DURATION (a leading - "
+                f"negates). Fields: {fields_text()}"
+            )
+        neg, name, op, value = m.groups()
+        field = FIELDS.get(name)
+        if field is None:
+            raise QueryError(f"unknown field {name!r} in {word!r}. Fields: {fields_text()}")
+        if op not in field.operators:
+            ops = " or ".join(field.operators)
+            raise QueryError(f"{name} takes {ops}, not {op!r} (in {word!r})")
+        if not value:
+            raise QueryError(f"{word!r} has no value: {field.help}")
+        terms.append(Term(word, neg == "-", _test(name, op, value, word)))
+    return Query(text.strip(), tuple(terms))
+
+
+def _test(name: str, op: str, value: str, word: str) -> Test:
+    if name == "status":
+        status = STATUS_BY_WORD.get(value.lower())
+        if status is None:
+            known = ", ".join(sorted(STATUS_BY_WORD))
+            raise QueryError(f"unknown status {value!r} in {word!r}; use one of {known}")
+        return lambda s, now: s.status == status
+    if name == "needs":
+        if value.lower() != "human":
+            raise QueryError(f"needs takes human, not {value!r} (in {word!r})")
+        return lambda s, now: s.status in NEEDS_HUMAN
+    if name == "tool":
+        return lambda s, now: value in tools_of(s)
+    if name == "run":
+        return lambda s, now: fnmatch.fnmatchcase(s.run_id, value)
+    if name == "owner":
+        return lambda s, now: fnmatch.fnmatchcase(getattr(s, "owner", "") or "", value)
+    assert name == "age"
+    try:
+        seconds = parse_duration(value)
+    except ValueError as e:
+        raise QueryError(f"{e} (in {word!r})") from None
+    compare: dict[str, Callable[[float, float], bool]] = {
+        ">": float.__gt__,
+        "<": float.__lt__,
+        ">=": float.__ge__,
+        "<=": float.__le__,
+    }
+    cmp = compare[op]
+
+    def age(s: Summary, now: float) -> bool:
+        last = s.last_activity if s.last_activity is not None else s.started_at
+        return last is not None and cmp(float(now - last), seconds)
+
+    return age
+
+
+def tools_of(s: Summary) -> set[str]:
+    """The tools a run waits on: its pending calls', its open write's."""
+    tools = {p.tool for p in s.pending}
+    tool = step_tool_name(s.indeterminate) if s.indeterminate else None
+    if tool:
+        tools.add(tool)
+    return tools
+
+
+__all__ = ["FIELDS", "Query", "QueryError", "RunStatus", "parse_query", "tools_of"]
