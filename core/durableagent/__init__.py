@@ -44,12 +44,13 @@ from .ids import check_run_id, valid_run_id
 from .journal import Journal, Reconcile, idempotency_key
 from .lineage import ForkedFrom, forked_from
 from .loop import AgentConfig, LoopOutcome, PlainRunner, StepRunner, run_loop
-from .messages import Message, StepKind, ToolCall, model_step, step_tool_name, tool_step
+from .messages import Message, StepKind, ToolCall
 from .model import Model, ScriptedModel
 from .outcome import Outcome, Status
 from .plan import Plan, PlanAction, PlanEnding, PlanStep, plan
 from .record import Record
 from .run import Config, run, signal, submit
+from .steps import model_step, parse_step, step_tool_name, tool_step
 from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
 from .tools import Result, Tool, ToolContext
 from .typed_tools import tool
@@ -154,6 +155,7 @@ __all__ = [
     "mcp_tools",
     "model_step",
     "open_store",
+    "parse_step",
     "plan",
     "plan_fork",
     "run",

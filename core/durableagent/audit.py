@@ -18,8 +18,8 @@ from .fork import requested_markers
 from .gate import marker_step
 from .ids import check_run_id
 from .lineage import forked_from
-from .messages import step_tool_name
 from .record import SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
+from .steps import step_tool_name
 from .stores import Store
 
 # What a decision was.

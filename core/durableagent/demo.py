@@ -46,12 +46,13 @@ from typing import Any
 from .errors import StoreError
 from .gate import gate_for
 from .loop import AgentConfig
-from .messages import Message, ToolCall, model_step
+from .messages import Message, ToolCall
 from .model import ScriptedModel
 from .outcome import Status
 from .record import STEP_STARTED
 from .run import Config, run, submit
 from .run import signal as send_signal
+from .steps import model_step
 from .stores import FileStore, Store
 from .stores.fs import write_atomically
 from .tools import Result, Tool, ToolContext, current_context

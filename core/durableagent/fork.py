@@ -30,7 +30,7 @@ from .gate import marker_for, marker_step
 from .ids import check_run_id
 from .journal import StepIndex
 from .lineage import ForkedFrom, forked_from, unfinished_fork
-from .messages import Message, model_step, tool_step
+from .messages import Message
 from .record import (
     RUN_COMPLETED,
     RUN_STARTED,
@@ -40,6 +40,7 @@ from .record import (
     Record,
     signal_fields,
 )
+from .steps import model_step, model_turn, tool_step
 from .stores import Check, Store, default_owner
 
 KEEP = "keep"
@@ -254,9 +255,7 @@ def _model_results(records: Sequence[Record]) -> dict[int, Message]:
     return out
 
 
-def _turn(step: str) -> int | None:
-    head, _, n = step.partition("/")
-    return int(n) if head == "llm" and n.isdigit() else None
+_turn = model_turn
 
 
 def requested_markers(records: Sequence[Record]) -> dict[str, str]:

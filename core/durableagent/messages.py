@@ -124,21 +124,3 @@ def _usage(value: Any) -> dict[str, int] | None:
 
 def _text_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def model_step(turn: int) -> str:
-    """The step name of turn ``turn``'s model call (turns count from 1)."""
-    return f"llm/{turn}"
-
-
-def tool_step(turn: int, index: int, tool: str) -> str:
-    """The step name of the ``index``-th tool call (from 0) of turn ``turn``."""
-    return f"tool/{turn}/{index}/{tool}"
-
-
-def step_tool_name(step: str) -> str | None:
-    """The tool name of a tool step (``tool/2/0/create_ticket`` → ``create_ticket``), else None."""
-    parts = step.split("/", 3)
-    if len(parts) == 4 and parts[0] == "tool" and parts[3]:
-        return parts[3]
-    return None

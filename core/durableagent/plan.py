@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .gate import PolicyGate, marker_for
-from .messages import Message, model_step, tool_step
+from .messages import Message
 from .outcome import Outcome, Status
 from .record import RUN_COMPLETED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
+from .steps import model_step, model_turn, step_tool_name, step_turn, tool_step
 
 
 class PlanAction(enum.StrEnum):
@@ -440,18 +441,6 @@ def _message(data: Any) -> Message | None:
         return None
 
 
-def _model_turn(step: str) -> int | None:
-    head, _, turn = step.partition("/")
-    return int(turn) if head == "llm" and turn.isdigit() else None
-
-
-def _turn(step: str) -> int | None:
-    parts = step.split("/")
-    if len(parts) >= 2 and parts[0] in ("llm", "tool") and parts[1].isdigit():
-        return int(parts[1])
-    return None
-
-
-def _tool(step: str) -> str | None:
-    parts = step.split("/", 3)
-    return parts[3] if len(parts) == 4 and parts[0] == "tool" else None
+_model_turn = model_turn
+_turn = step_turn
+_tool = step_tool_name

@@ -20,7 +20,7 @@ from .durations import HOW, parse_duration
 from .errors import DurableAgentError
 from .fold import NEEDS_HUMAN, RunStatus, Summary
 from .labels import STATUS_BY_WORD
-from .messages import step_tool_name
+from .steps import step_tool_name
 
 _TERM = re.compile(r"(-?)([a-z_]+)(:|>=|<=|>|<)(.*)", re.DOTALL)
 

@@ -28,9 +28,10 @@ from .ids import check_run_id
 from .journal import Journal, Reconcile, StepIndex, deny_reason
 from .lineage import unfinished_fork
 from .loop import AgentConfig, run_loop
-from .messages import Message, model_step
+from .messages import Message
 from .outcome import Outcome, Status
 from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, Record, signal_fields
+from .steps import model_step, parse_step
 from .stores import Lease, Store
 
 SIGNALS = ("approve", "deny", "reconcile", "move")
@@ -406,10 +407,10 @@ def _check_decision(
 
 def _requested_call(records: list[Record], step: str) -> dict[str, Any] | None:
     """The arguments of the call ``step`` names, from the model step that requested it."""
-    parts = step.split("/", 3)
-    if len(parts) != 4 or parts[0] != "tool" or not (parts[1].isdigit() and parts[2].isdigit()):
+    parsed = parse_step(step)
+    if parsed is None or parsed.index is None:
         return None
-    llm, index, tool = model_step(int(parts[1])), int(parts[2]), parts[3]
+    llm, index, tool = model_step(parsed.turn), parsed.index, parsed.tool
     for r in records:
         if r.type == STEP_COMPLETED and r.step == llm:
             try:

@@ -22,6 +22,7 @@ from .record import (
     STEP_STARTED,
     Record,
 )
+from .steps import model_turn, tool_step
 from .stores import Store
 from .takeover import late_write_note
 
@@ -277,6 +278,8 @@ def _note_calls(r: Record, calls: dict[str, ToolCall]) -> None:
     msg = _message(r.data)
     if msg is None:
         return
-    turn = r.step.partition("/")[2]
+    turn = model_turn(r.step)
+    if turn is None:
+        return
     for i, c in enumerate(msg.tool_calls):
-        calls[f"tool/{turn}/{i}/{c.name}"] = c
+        calls[tool_step(turn, i, c.name)] = c

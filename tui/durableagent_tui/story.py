@@ -18,6 +18,7 @@ from rich.text import Text
 from durableagent import Message, Record, RunView, StepView, model_step, tool_step
 from durableagent import idempotency_key as core_idempotency_key
 from durableagent.labels import ago
+from durableagent.steps import step_tool_name, step_turn
 
 from .styles import clock
 from .summaries import call_text, one_line
@@ -27,12 +28,7 @@ EARLIER_LIMIT = 160
 EARLIER_CALLS = 8
 
 
-def turn_of(step: str) -> int | None:
-    """The turn of ``llm/t`` or ``tool/t/i/name``; None for anything else."""
-    parts = step.split("/")
-    if len(parts) >= 2 and parts[0] in ("llm", "tool") and parts[1].isdigit():
-        return int(parts[1])
-    return None
+turn_of = step_turn
 
 
 def step_view(view: RunView, name: str) -> StepView | None:
@@ -219,7 +215,7 @@ def reconcile_facts(
     for r in decided:
         grid.add_row("decided", _signal_line(r, now))
     grid.add_row("request", request_text(view))
-    tool = step.call.name if step.call is not None else (step.name.split("/")[-1])
+    tool = step.call.name if step.call is not None else (step_tool_name(step.name) or step.name)
     # The app's hints first (the operator's word), else the one the tool recorded at start.
     hint = hints.get(tool) or getattr(step, "hint", "")
     if hint:

@@ -28,6 +28,7 @@ _STYLE_WORD: dict[RunStatus, tuple[str, str]] = {
     RunStatus.RUNNING: ("bold cyan", "running"),
     RunStatus.READY: ("blue", "ready"),
     RunStatus.COMPLETED: ("green", "completed"),
+    RunStatus.MOVED: ("dim", "moved"),
 }
 
 # The glyphs and the attention-first order are the CLI's too (durableagent.labels).

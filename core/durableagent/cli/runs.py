@@ -17,10 +17,11 @@ from ..fork import forks_of
 from ..ids import check_run_id
 from ..labels import ATTENTION_RANK, ago
 from ..lineage import ForkedFrom
-from ..messages import Message, step_tool_name
+from ..messages import Message
 from ..plan import Plan, plan
 from ..record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
 from ..run import submit
+from ..steps import step_tool_name
 from ..stores import Store
 from ..view import RunView, view_store
 from . import follow
