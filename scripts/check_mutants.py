@@ -325,6 +325,27 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            self.last_at = r.at\n",
         "        self.last_at = r.at\n",
     ),
+    # the mutation audit (issue "safety and speed")
+    "a01-landed-append-made-again": (
+        "an append whose reply was lost after its commit is made again",
+        "stores/pg_append.py",
+        "                if found is not None and bytes(found[0]) == line:",
+        "                if False:",
+    ),
+    "a03-check-reads-before-the-lock": (
+        "a PostgreSQL check runs on records read before the run's row lock",
+        "stores/pg_append.py",
+        '                    cur = conn.execute(*_q("lock_state", {"run_id": run_id}))\n'
+        "                    got = None\n"
+        "                    if check is not None:\n"
+        '                        args = {"run_id": run_id, "after": since}\n'
+        '                        got = conn.cursor(binary=True).execute(*_q("load_since", args))\n',
+        "                    got = None\n"
+        "                    if check is not None:\n"
+        '                        args = {"run_id": run_id, "after": since}\n'
+        '                        got = conn.cursor(binary=True).execute(*_q("load_since", args))\n'
+        '                    cur = conn.execute(*_q("lock_state", {"run_id": run_id}))\n',
+    ),
 }
 
 TESTS = [
