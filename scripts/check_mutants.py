@@ -346,6 +346,24 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '                        got = conn.cursor(binary=True).execute(*_q("load_since", args))\n'
         '                    cur = conn.execute(*_q("lock_state", {"run_id": run_id}))\n',
     ),
+    "a02-renewal-unfenced": (
+        "renewing a PostgreSQL lease whose epoch was taken over succeeds",
+        "stores/sql/queries.sql",
+        "WHERE run_id = %(run_id)s AND holder_epoch = %(epoch)s\nRETURNING true;",
+        "WHERE run_id = %(run_id)s\nRETURNING true;",
+    ),
+    "a04-late-outcome-saved": (
+        "a superseded holder's outcome is saved over the new holder's attempt",
+        "stores/sql/schema.sql",
+        "    IF p_lease AND r.holder_epoch IS DISTINCT FROM p_epoch THEN",
+        "    IF false THEN",
+    ),
+    "a05-superseded-attempt-running": (
+        "an attempt taken over reads as running while the new holder runs",
+        "stores/pg_attempts.py",
+        "            if ended is None and epoch != holder:",
+        "            if ended is None and holder is None:",
+    ),
 }
 
 TESTS = [
