@@ -364,6 +364,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            if ended is None and epoch != holder:",
         "            if ended is None and holder is None:",
     ),
+    "a06-stale-fold-reused": (
+        "a FileStore summary is folded on from before another process's appends",
+        "stores/file_summaries.py",
+        "            if cached is not None and cached[0] == (before, attempts):",
+        "            if cached is not None:",
+    ),
+    "a07-imported-run-unlisted": (
+        "a journal import_run brought in is missing from the listing",
+        "stores/file_summaries.py",
+        "if listed is not None and listed[1] == file_logs.stamp_of(root_mtime, 0):",
+        "if listed is not None:",
+    ),
 }
 
 TESTS = [
