@@ -376,6 +376,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "if listed is not None and listed[1] == file_logs.stamp_of(root_mtime, 0):",
         "if listed is not None:",
     ),
+    "a08-deny-refuses-the-whole-turn": (
+        "a deny signal refuses every call of its turn, not just the one it names",
+        "loop.py",
+        "    elif marker in denied:\n        refusal = denied[marker]\n",
+        "    elif denied:\n        refusal = next(iter(denied.values()))\n",
+    ),
+    "a09-late-deny-refuses-any-call": (
+        "a deny that lands while the turn runs refuses whichever call starts next",
+        "journal.py",
+        'if name == "deny" and payload.get("marker") == marker:',
+        'if name == "deny":',
+    ),
 }
 
 TESTS = [
