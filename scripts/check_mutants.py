@@ -388,6 +388,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'if name == "deny" and payload.get("marker") == marker:',
         'if name == "deny":',
     ),
+    "a10-write-start-not-fsynced": (
+        "a write's step.started is not fsynced before the tool runs",
+        "journal.py",
+        'durable = started.get("write") is True',
+        "durable = False",
+    ),
 }
 
 TESTS = [
