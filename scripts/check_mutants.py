@@ -394,6 +394,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'durable = started.get("write") is True',
         "durable = False",
     ),
+    "a11-lapsed-lease-runs-the-next-step": (
+        "an attempt whose lease went unrenewed past its ttl starts its next step",
+        "journal.py",
+        "        if self.lease is not None and self.lease.lost:",
+        "        if False:",
+    ),
+    "a12-lease-renewed-once-a-ttl": (
+        "a running attempt renews its lease once a ttl, not every third",
+        "run.py",
+        "        await asyncio.sleep(lease.ttl / 3)",
+        "        await asyncio.sleep(lease.ttl)",
+    ),
 }
 
 TESTS = [

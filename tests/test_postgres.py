@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pgserver
-import psycopg
 import pytest
 from pgproxy import Proxy
+from pgserver import RowHeld, waiting_for_a_row
 from procs import WorkerProcess, child_env, wait_for
 
 from durableagent import (
@@ -172,33 +172,6 @@ def test_an_append_whose_connection_was_cut_lands_exactly_once(store: PostgresSt
     assert [r.seq for r in store.load("r")] == [1, 2, 3]
     with store.lease("r") as lease:  # the lease session reconnects too
         assert store.append("r", Record.make("signal", "s", "", {}), lease=lease).seq == 4
-
-
-def waiting_for_a_row(pid: int) -> int:
-    """How many server sessions of process ``pid`` wait for a lock (a run's row)."""
-    rows = pgserver.execute(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND "
-        + of_process(pid)
-    )
-    return int(rows[0][0])
-
-
-class RowHeld:
-    """A transaction of another client that holds run ``run_id``'s row lock until
-    ``release()``: whatever a store sends for that run meanwhile waits at the server."""
-
-    def __init__(self, schema: str, run_id: str) -> None:
-        self.conn = psycopg.connect(pgserver.dsn())
-        self.conn.execute(
-            psycopg.sql.SQL("SELECT 1 FROM {}.runs WHERE run_id = %s FOR UPDATE").format(
-                psycopg.sql.Identifier(schema)
-            ),
-            (run_id,),
-        )
-
-    def release(self) -> None:
-        self.conn.rollback()
-        self.conn.close()
 
 
 class InThread:
