@@ -406,6 +406,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        await asyncio.sleep(lease.ttl / 3)",
         "        await asyncio.sleep(lease.ttl)",
     ),
+    "a13-unrun-retry-applied": (
+        "the audit calls a reconcile-retry applied before the write ran again",
+        "audit.py",
+        "            if again is not None:",
+        "            if True:",
+    ),
 }
 
 TESTS = [
