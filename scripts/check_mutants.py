@@ -433,6 +433,7 @@ TESTS = [
     "tests/test_models_openai.py",
     "tests/test_fork.py",
     "tests/test_audit.py",
+    "tests/test_postgres.py",
 ]
 
 
