@@ -382,6 +382,99 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'origin.lower() not in (f"http://{host}", f"https://{host}")',
         "not origin.lower().endswith(host)",
     ),
+    # the mutation audit (issue "safety and speed")
+    "a01-landed-append-made-again": (
+        "an append whose reply was lost after its commit is made again",
+        "stores/pg_append.py",
+        "                if found is not None and bytes(found[0]) == line:",
+        "                if False:",
+    ),
+    "a03-check-reads-before-the-lock": (
+        "a PostgreSQL check runs on records read before the run's row lock",
+        "stores/pg_append.py",
+        '                    cur = conn.execute(*_q("lock_state", {"run_id": run_id}))\n'
+        "                    got = None\n"
+        "                    if check is not None:\n"
+        '                        args = {"run_id": run_id, "after": since}\n'
+        '                        got = conn.cursor(binary=True).execute(*_q("load_since", args))\n',
+        "                    got = None\n"
+        "                    if check is not None:\n"
+        '                        args = {"run_id": run_id, "after": since}\n'
+        '                        got = conn.cursor(binary=True).execute(*_q("load_since", args))\n'
+        '                    cur = conn.execute(*_q("lock_state", {"run_id": run_id}))\n',
+    ),
+    "a02-renewal-unfenced": (
+        "renewing a PostgreSQL lease whose epoch was taken over succeeds",
+        "stores/sql/queries.sql",
+        "WHERE run_id = %(run_id)s AND holder_epoch = %(epoch)s\nRETURNING true;",
+        "WHERE run_id = %(run_id)s\nRETURNING true;",
+    ),
+    "a04-late-outcome-saved": (
+        "a superseded holder's outcome is saved over the new holder's attempt",
+        "stores/sql/schema.sql",
+        "    IF p_lease AND r.holder_epoch IS DISTINCT FROM p_epoch THEN",
+        "    IF false THEN",
+    ),
+    "a05-superseded-attempt-running": (
+        "an attempt taken over reads as running while the new holder runs",
+        "stores/pg_attempts.py",
+        "            if ended is None and epoch != holder:",
+        "            if ended is None and holder is None:",
+    ),
+    "a06-stale-fold-reused": (
+        "a FileStore summary is folded on from before another process's appends",
+        "stores/file_summaries.py",
+        "            if cached is not None and cached[0] == (before, attempts):",
+        "            if cached is not None:",
+    ),
+    "a07-imported-run-unlisted": (
+        "a journal import_run brought in is missing from the listing",
+        "stores/file_summaries.py",
+        "if listed is not None and listed[1] == file_logs.stamp_of(root_mtime, 0):",
+        "if listed is not None:",
+    ),
+    "a08-deny-refuses-the-whole-turn": (
+        "a deny signal refuses every call of its turn, not just the one it names",
+        "loop.py",
+        "    elif marker in denied:\n        refusal = denied[marker]\n",
+        "    elif denied:\n        refusal = next(iter(denied.values()))\n",
+    ),
+    "a09-late-deny-refuses-any-call": (
+        "a deny that lands while the turn runs refuses whichever call starts next",
+        "journal.py",
+        'if name == "deny" and payload.get("marker") == marker:',
+        'if name == "deny":',
+    ),
+    "a10-write-start-not-fsynced": (
+        "a write's step.started is not fsynced before the tool runs",
+        "journal.py",
+        'durable = started.get("write") is True',
+        "durable = False",
+    ),
+    "a11-lapsed-lease-runs-the-next-step": (
+        "an attempt whose lease went unrenewed past its ttl starts its next step",
+        "journal.py",
+        "        if self.lease is not None and self.lease.lost:",
+        "        if False:",
+    ),
+    "a12-lease-renewed-once-a-ttl": (
+        "a running attempt renews its lease once a ttl, not every third",
+        "run.py",
+        "        await asyncio.sleep(lease.ttl / 3)",
+        "        await asyncio.sleep(lease.ttl)",
+    ),
+    "a13-unrun-retry-applied": (
+        "the audit calls a reconcile-retry applied before the write ran again",
+        "audit.py",
+        "            if again is not None:",
+        "            if True:",
+    ),
+    "a14-in-doubt-look-misses-a-late-commit": (
+        "the look for an append in doubt reads before the lost session's commit lands",
+        "stores/pg_append.py",
+        '                    conn.execute(*_q("lock_row", {"run_id": run_id}))\n',
+        "",
+    ),
 }
 
 TESTS = [
@@ -403,6 +496,7 @@ TESTS = [
     "tests/test_models_openai.py",
     "tests/test_fork.py",
     "tests/test_audit.py",
+    "tests/test_postgres.py",
 ]
 
 # The tests of a file outside the core, run besides TESTS for its mutants.

@@ -69,3 +69,32 @@ def fresh_schema() -> Iterator[str]:
 
         with psycopg.connect(dsn(), autocommit=True) as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def waiting_for_a_row(pid: int) -> int:
+    """How many server sessions of the store in process ``pid`` wait for a lock (a run's
+    row)."""
+    rows = execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND application_name LIKE %s",
+        f"durableagent pid {pid} %",
+    )
+    return int(rows[0][0])
+
+
+class RowHeld:
+    """A transaction of another client holding the row lock of run ``run_id`` of the store
+    in ``schema`` until ``release()``: whatever a store sends for that run meanwhile waits
+    at the server."""
+
+    def __init__(self, schema: str, run_id: str) -> None:
+        import psycopg
+        from psycopg import sql
+
+        self.conn = psycopg.connect(dsn())
+        query = sql.SQL("SELECT 1 FROM {}.runs WHERE run_id = %s FOR UPDATE")
+        self.conn.execute(query.format(sql.Identifier(schema)), (run_id,))
+
+    def release(self) -> None:
+        self.conn.rollback()
+        self.conn.close()

@@ -75,6 +75,24 @@ async def test_reconciles_are_audited_with_the_writes_marker(store: FileStore, s
     assert (retry.decision, retry.effect) == ("reconciled_retry", "applied")
 
 
+async def test_a_reconcile_retry_is_pending_until_the_write_runs_again(
+    store: FileStore, side: Side
+) -> None:
+    config, _ = helpdesk(store, side)
+    marker = await awaiting(store, side, "a1")
+    signal(store, "a1", "approve", {"marker": marker})
+    step = "tool/2/0/create_ticket"
+    store.append("a1", Record.make("step.started", step, "tool", {"write": True}))
+    signal(store, "a1", "reconcile", Reconcile(step, "retry"), by="cy", reason="not filed")
+    *_, retry = decisions(store.load("a1"), "a1")
+    assert (retry.decision, retry.effect, retry.by) == ("reconciled_retry", "pending", "cy")
+    assert retry.note == "the write runs again when the run resumes"
+    await run(config, "a1", None)
+    *_, retry = decisions(store.load("a1"), "a1")
+    assert retry.effect == "applied" and retry.note.startswith("the write ran again (seq")
+    assert len(side.tickets()) == 1
+
+
 async def test_a_forks_copied_decisions_name_where_they_were_made(
     store: FileStore, side: Side
 ) -> None:

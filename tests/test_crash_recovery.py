@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -15,8 +16,11 @@ from durableagent import (
     PolicyGate,
     Reconcile,
     RunStatus,
+    ScriptedModel,
     SignalError,
     Status,
+    Tool,
+    ToolCall,
     run,
     signal,
     view_store,
@@ -364,3 +368,43 @@ async def test_the_first_recorded_result_of_a_step_wins(store: FileStore):
     assert got["content"] == "first"
     (step,) = view_store(store, "w1").steps
     assert step.result["content"] == "first"
+
+
+async def test_a_writes_start_is_on_disk_before_the_tool_runs(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch
+):
+    """A crash inside the write must find its start in the journal after a power loss too:
+    when the tool runs, every byte up to the end of its step.started line has been fsynced."""
+    journal = str(store.path("w"))
+    synced: list[int] = []  # the journal's size at each fsync of it that returned
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        size = os.fstat(fd).st_size
+        real_fsync(fd)
+        if os.readlink(f"/proc/self/fd/{fd}") == journal:
+            synced.append(size)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    on_disk_when_called: list[bool] = []
+
+    def create_ticket(args: dict) -> str:
+        data = store.path("w").read_bytes()
+        start = data.index(b'"type":"step.started","step":"tool/1/0/create_ticket"')
+        end = data.index(b"\n", start) + 1
+        on_disk_when_called.append(max(synced, default=0) >= end)
+        return "TICKET-1"
+
+    def reply(messages: list[Message]) -> Message:
+        if any(m.role == "tool" for m in messages):
+            return Message("assistant", "filed")
+        return Message("assistant", tool_calls=(ToolCall("c", "create_ticket", {}),))
+
+    config = Config(
+        AgentConfig(ScriptedModel(reply), [Tool("create_ticket", fn=create_ticket)]),
+        PolicyGate(writes={"create_ticket"}, approve=()),
+        store,
+    )
+    out = await run(config, "w", [Message("user", "file it")])
+    assert out.status == Status.COMPLETED
+    assert on_disk_when_called == [True]

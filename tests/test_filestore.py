@@ -396,6 +396,40 @@ def test_two_processes_appending_500_each_lose_nothing(store: FileStore):
         assert [r.data["i"] for r in recs if r.step == who] == list(range(500))
 
 
+def note(i: int) -> Record:
+    return Record.make("signal", "s", "", {"i": i})
+
+
+def test_a_summary_counts_the_records_another_process_appended_in_between(store: FileStore):
+    """This process folds the runs it appends to as it goes; a record another process
+    appended meanwhile must not be left out of that fold at this process's next append."""
+    store.append("r", Record.make("run.started", data={"input": []}))
+    store.append("r", note(1))
+    other = subprocess.run(
+        [sys.executable, "-c", APPENDER.replace("shared", "r"), str(store.root), "s", "2"]
+    )
+    assert other.returncode == 0
+    store.append("r", note(4))
+    assert [r.seq for r in store.load("r")] == [1, 2, 3, 4, 5]
+    for reader in (store, FileStore(store.root)):
+        (summary,) = reader.summaries()
+        assert (summary.run_id, summary.signals, summary.last_seq) == ("r", 4, 5)
+
+
+def test_a_run_imported_after_a_listing_is_listed(store: FileStore, tmp_path: Path):
+    """The summary index remembers the last full listing of the store; a journal that
+    import_run brings in (it writes no summary row) must still be listed after it."""
+    store.append("old", Record.make("run.started", data={"input": []}))
+    assert [s.run_id for s in store.summaries()] == ["old"]  # the index has its listing now
+    source = FileStore(tmp_path / "source")
+    source.append("new", Record.make("run.started", data={"input": []}))
+    source.append("new", note(2))
+    assert store.import_run("new", source.export_run("new"), source.attempts("new"))
+    for reader in (store, FileStore(store.root)):
+        listed = {s.run_id: s.signals for s in reader.summaries()}
+        assert listed == {"new": 1, "old": 0}
+
+
 def fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Spy on os.fsync: the paths it is called on, in order."""
     paths: list[str] = []

@@ -2,15 +2,37 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal as sig
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
+import pgserver
 import pytest
+from pgserver import RowHeld, waiting_for_a_row
+from procs import wait_for
 
-from durableagent import FileStore, RunBusyError, run
+from durableagent import (
+    AgentConfig,
+    Config,
+    FileStore,
+    LeaseLostError,
+    Message,
+    PolicyGate,
+    RunBusyError,
+    ScriptedModel,
+    Status,
+    Store,
+    Tool,
+    ToolCall,
+    run,
+)
+from durableagent.stores.postgres import PostgresStore
 from helpdesk import INPUT, Side, helpdesk
 
 HOLDER = """
@@ -108,3 +130,90 @@ async def test_a_holder_whose_lease_may_have_lapsed_during_the_start_calls_nothi
     assert side.tickets() == []  # the write was never called
     last = store.load("a1")[-1]
     assert (last.type, last.step) == ("step.started", "tool/2/0/create_ticket")
+
+
+def one_tool_then_answer(store: Store, tool: Tool) -> tuple[Config, ScriptedModel]:
+    """An agent that calls ``tool`` (a read) once, then answers."""
+
+    def reply(messages: list[Message]) -> Message:
+        if any(m.role == "tool" for m in messages):
+            return Message("assistant", "done")
+        return Message("assistant", tool_calls=(ToolCall("c", tool.name, {}),))
+
+    model = ScriptedModel(reply)
+    return Config(AgentConfig(model, [tool]), PolicyGate(), store), model
+
+
+@pytest.fixture
+def pg_schema() -> Iterator[str]:
+    with pgserver.fresh_schema() as name:
+        yield name
+
+
+def steps_of(store: Store) -> list[tuple[str, str]]:
+    return [(r.type, r.step) for r in store.load("r") if r.step]
+
+
+async def test_an_attempt_whose_lease_went_unrenewed_past_its_ttl_starts_no_next_step(
+    pg_schema: str,
+):
+    """The lease's renewal is stuck (another transaction holds the run's row) while a step
+    runs; once a ttl has passed since the renewal was sent, another runner may take the
+    run. The attempt stops before its next step: the model is not called again."""
+    ttl = 0.75
+    store = PostgresStore.from_url(pgserver.url(pg_schema), lease_ttl=ttl)
+
+    def stall_the_renewal(args: dict[str, Any]) -> str:
+        # A slow read's start shows while it runs: let it land before the row is held.
+        wait_for(lambda: ("step.started", "tool/1/0/lookup") in steps_of(store), why="a start")
+        held = RowHeld(pg_schema, "r")
+        try:
+            wait_for(lambda: waiting_for_a_row(os.getpid()) == 1, why="a renewal to be stuck")
+            stuck_since = time.monotonic()  # the renewal was sent before this
+            wait_for(lambda: time.monotonic() > stuck_since + ttl + 0.05, why="a ttl to pass")
+        finally:
+            held.release()
+        return "looked"
+
+    config, model = one_tool_then_answer(store, Tool("lookup", fn=stall_the_renewal))
+    try:
+        with pytest.raises(LeaseLostError):
+            await run(config, "r", [Message("user", "look it up")])
+        assert model.calls == 1
+        steps = [(r.type, r.step) for r in store.load("r") if r.step]
+        assert steps == [
+            ("step.started", "llm/1"),
+            ("step.completed", "llm/1"),
+            ("step.started", "tool/1/0/lookup"),
+            ("step.completed", "tool/1/0/lookup"),
+        ]
+    finally:
+        store.close()
+
+
+async def test_a_running_attempt_renews_its_lease_every_third_of_its_ttl(tmp_path: Path):
+    """The FileStore's lease file's mtime is its last renewal, what another runner reads to
+    decide whether it may break the lease: during a step it moves on well within a ttl."""
+    ttl = 0.6
+    store = FileStore(tmp_path / "runs", lease_ttl=ttl)
+    lock = store.root / ".leases" / "r.lock"
+    renewed: list[int] = []
+
+    def watch_the_lease(args: dict[str, Any]) -> str:
+        last = lock.stat().st_mtime_ns
+        deadline = time.monotonic() + 6 * ttl
+        while len(renewed) < 4 and time.monotonic() < deadline:
+            mtime = lock.stat().st_mtime_ns
+            if mtime != last:
+                renewed.append(mtime)
+                last = mtime
+            time.sleep(0.005)
+        return "watched"
+
+    config, _ = one_tool_then_answer(store, Tool("watch", fn=watch_the_lease))
+    out = await run(config, "r", [Message("user", "watch")])
+    assert out.status == Status.COMPLETED
+    assert len(renewed) >= 3, renewed
+    gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(renewed)]
+    # Every third of a ttl: a gap can only grow (a busy machine), so the shortest tells.
+    assert min(gaps) < 0.75 * ttl, gaps

@@ -167,6 +167,81 @@ async def test_two_pending_calls_in_one_turn_need_both_decisions(store: FileStor
     assert ran == ["create_ticket", "send_email"]
 
 
+TICKET_A, TICKET_B = "tool/1/1/create_ticket", "tool/1/2/create_ticket"
+DENY_B = marker_for(TICKET_B, {"summary": "b"})
+
+
+def lookup_and_two_tickets(store: FileStore, *, deny_b_while_looking: bool, gated: bool):
+    """One turn asks for a lookup and tickets a and b, then answers; the lookup itself may
+    record a human's deny of ticket b (a decision landing while the turn runs). The Config,
+    and the summaries of the tickets filed."""
+    from durableagent import AgentConfig, Config, ScriptedModel, Tool
+
+    filed: list[str] = []
+
+    def model(messages):
+        done = [m.content for m in messages if m.role == "tool"]
+        if done:
+            return Message("assistant", " | ".join(done))
+        return Message(
+            "assistant",
+            tool_calls=(
+                ToolCall("l", "lookup", {}),
+                ToolCall("a", "create_ticket", {"summary": "a"}),
+                ToolCall("b", "create_ticket", {"summary": "b"}),
+            ),
+        )
+
+    def lookup(args):
+        if deny_b_while_looking:
+            signal(store, "d", "deny", {"marker": DENY_B}, by="bob", reason="one is enough")
+        return "policy"
+
+    def create_ticket(args):
+        filed.append(args["summary"])
+        return f"TICKET-{args['summary']}"
+
+    tools = [Tool("lookup", fn=lookup), Tool("create_ticket", fn=create_ticket)]
+    gate = PolicyGate(writes={"create_ticket"}, approve={"create_ticket"} if gated else ())
+    return Config(AgentConfig(ScriptedModel(model), tools), gate, store), filed
+
+
+def results(store: FileStore, run_id: str) -> dict[str, object]:
+    return {r.step: r.data for r in store.load(run_id) if r.type == "step.completed"}
+
+
+@pytest.mark.parametrize("when", ["before_the_run_resumes", "while_the_turn_runs"])
+async def test_a_deny_refuses_only_the_call_it_names(store: FileStore, when: str):
+    """A human denies ticket b, before the run resumes or while the turn's lookup runs:
+    ticket a, the other call of that turn, is filed all the same."""
+    before = when == "before_the_run_resumes"
+    config, filed = lookup_and_two_tickets(store, deny_b_while_looking=not before, gated=before)
+    out = await run(config, "d", [Message("user", "two tickets")])
+    if before:
+        assert [p.marker for p in out.pending] == [marker_for(TICKET_A, {"summary": "a"}), DENY_B]
+        signal(store, "d", "approve", {"marker": out.pending[0].marker}, by="ana")
+        signal(store, "d", "deny", {"marker": DENY_B}, by="bob", reason="one is enough")
+        out = await run(config, "d", None)
+    assert out.status == Status.COMPLETED
+    assert "a" in filed
+    assert results(store, "d")[TICKET_A] == {"content": "TICKET-a", "is_error": False}
+    if before:
+        assert filed == ["a"]
+        refusal = {"content": "denied by bob: one is enough", "is_error": True}
+        assert results(store, "d")[TICKET_B] == refusal
+
+
+async def test_a_deny_that_lands_while_the_turn_runs_stops_a_later_call_of_that_turn(
+    store: FileStore,
+):
+    config, filed = lookup_and_two_tickets(store, deny_b_while_looking=True, gated=False)
+    out = await run(config, "d", [Message("user", "two tickets")])
+    assert out.status == Status.COMPLETED
+    assert filed == ["a"]
+    refusal = {"content": "denied by bob: one is enough", "is_error": True}
+    assert results(store, "d")[TICKET_B] == refusal
+
+
 async def test_a_signal_pinned_to_an_old_seq_is_refused_under_the_lock(
     store: FileStore, side: Side
 ):

@@ -10,11 +10,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from durableagent import (
+    FileStore,
+    Lease,
     LeaseLostError,
     Outcome,
     Record,
@@ -160,6 +163,69 @@ def test_a_lease_taken_over_can_never_append_again(store_spec: str):
     assert ended == {"paused": "lost", "new": "stopped"}
     a.close()
     b.close()
+
+
+@contextlib.contextmanager
+def taken_over(store_spec: str) -> Iterator[tuple[Store, Lease, Store, Lease]]:
+    """Run "r" held by "old" (store ``a``), which stops renewing, then taken over by "new"
+    (store ``b``), which holds it while the test runs. The old holder has not done anything
+    since: it has not yet been told that it lost the lease.
+
+    In PostgreSQL a lease is taken over once its ttl passes unrenewed. On one host never
+    while its holder lives (the kernel holds its flock): there the lock file is removed by
+    hand, the one way a live holder's FileStore lease can go to another."""
+    a = open_store(store_spec, lease_ttl=0.3)
+    b = open_store(store_spec, lease_ttl=0.3)
+    try:
+        a.append("r", started())
+        with contextlib.ExitStack() as held:
+            old = held.enter_context(a.lease("r", owner="old"))
+            if isinstance(a, FileStore):
+                (a.root / ".leases" / "r.lock").unlink()
+            deadline = time.monotonic() + 10
+            while True:  # the old holder's ttl passes unrenewed: then the run can be taken
+                try:
+                    new = held.enter_context(b.lease("r", owner="new"))
+                    break
+                except RunBusyError:
+                    assert time.monotonic() < deadline, "the old lease never expired"
+                    time.sleep(0.02)
+            yield a, old, b, new
+    finally:
+        a.close()
+        b.close()
+
+
+def test_renewing_a_lease_taken_over_is_refused(store_spec: str):
+    with taken_over(store_spec) as (_, old, b, new):
+        with pytest.raises(LeaseLostError):
+            old.renew()
+        holder = b.lease_holder("r")
+        assert holder is not None and (holder["owner"], holder["epoch"]) == ("new", new.epoch)
+        assert b.append("r", note(2), lease=new).seq == 2
+
+
+def test_an_outcome_saved_under_a_lease_taken_over_is_refused_and_changes_nothing(
+    store_spec: str,
+):
+    with taken_over(store_spec) as (a, old, b, _):
+        before = (b.load("r"), b.summary("r"), b.attempts("r"), b.last_outcome("r"))
+        with pytest.raises(LeaseLostError):
+            a.save_outcome("r", Outcome(Status.FAILED, error="late", seq=1), lease=old)
+        assert (b.load("r"), b.summary("r"), b.attempts("r"), b.last_outcome("r")) == before
+        assert b.last_outcome("r") is None
+        assert [(x.owner, x.ended) for x in b.attempts("r")] == [("old", "lost"), ("new", None)]
+
+
+def test_an_attempt_taken_over_is_lost_while_the_new_holder_runs(store_spec: str):
+    with taken_over(store_spec) as (a, old, b, new):
+        assert b.is_leased("r")
+        for store in (a, b):
+            attempts = store.attempts("r")
+            assert [(x.owner, x.epoch, x.ended) for x in attempts] == [
+                ("old", old.epoch, "lost"),
+                ("new", new.epoch, None),
+            ]
 
 
 def test_an_outcome_ends_the_attempt_and_is_the_last_outcome(any_store: Store):

@@ -153,16 +153,18 @@ class Appender:
             and state.fold is not None
             and (check is None or state.last_seq == since)
         ):
-            if check is not None:
-                try:
+            try:
+                if check is not None:
                     check([])
-                except BaseException:
-                    self.keep(run_id, state)
-                    raise
-            with self._db.connection() as conn:
-                pending = self._send(conn, run_id, records, state, lease, sync, sent)
-                if self._settle(run_id, pending, sent):
-                    return pending.stored
+            except Exception:
+                # Refused on no records: let the check decide under the lock, on the
+                # records there are then (it may be waiting for one to land).
+                self.keep(run_id, state)
+            else:
+                with self._db.connection() as conn:
+                    pending = self._send(conn, run_id, records, state, lease, sync, sent)
+                    if self._settle(run_id, pending, sent):
+                        return pending.stored
         elif state is not None:
             self.keep(run_id, state)
         return self._append_locked(run_id, records, check, lease, since, sync, sent)
@@ -289,7 +291,8 @@ class Appender:
                         conn.execute("SELECT 1")
                     return None
                 seq, line = sent[0]
-                with self._db.connection() as conn:
+                with self._db.connection() as conn, conn.transaction():
+                    conn.execute(*_q("lock_row", {"run_id": run_id}))
                     cur = conn.cursor(binary=True)
                     row = cur.execute(*_q("line_at", {"run_id": run_id, "seq": seq}))
                     found = row.fetchone()

@@ -128,7 +128,10 @@ class Store(Protocol):
         sync: bool = True,
     ) -> Record:
         """Append with the next seq. ``check(records)`` (the records with seq > ``since``)
-        runs under the run's lock and may raise to refuse; ``lease`` fences the append."""
+        runs under the run's lock and may raise to refuse; ``lease`` fences the append. A
+        store that believes nothing was appended since ``since`` may call ``check([])``
+        first: if it passes and that holds, the append lands on it; if not, the check runs
+        again on the records read under the lock."""
         ...
 
     def append_many(

@@ -80,11 +80,16 @@ SELECT (SELECT version FROM updated),
 -- An append with sync=False: this transaction's commit need not wait for the disk.
 set_config('synchronous_commit', 'off', true);
 
+-- name: lock_row
+-- After a lost connection, first: take the run's row lock, so that an unfinished transaction
+-- of the lost session is waited for (commits or rolls back) before line_at looks.
+SELECT 1 FROM runs WHERE run_id = %(run_id)s FOR UPDATE;
+
 -- name: line_at
--- After a lost connection: did the append in flight land? (Under the run's lock, so an
--- unfinished transaction of the lost session is waited for.)
-WITH locked AS (SELECT run_id FROM runs WHERE run_id = %(run_id)s FOR UPDATE)
-SELECT line FROM records WHERE run_id = (SELECT run_id FROM locked) AND seq = %(seq)s;
+-- Then, in the same transaction but a statement of its own (READ COMMITTED takes a snapshot
+-- per statement: one taken before the lock's wait would miss a commit made during it): did
+-- the append in flight land?
+SELECT line FROM records WHERE run_id = %(run_id)s AND seq = %(seq)s;
 
 -- name: summaries
 -- Every run's status line (kept at each append, a column per field) and whether its lease is
