@@ -522,7 +522,8 @@ def run_mutant(name: str, work: Path) -> list[str]:
         capture_output=True,
         text=True,
     )
-    return sorted(set(re.findall(r"^FAILED (\S+?)(?: - |$)", out.stdout, re.M)))
+    # A test id may hold spaces (its parameters): it runs up to the " - " of the message.
+    return sorted(set(re.findall(r"^FAILED (.+?)(?: - .*)?$", out.stdout, re.M)))
 
 
 def main() -> int:
