@@ -58,8 +58,8 @@ from durableagent import (
 )
 from durableagent.fold import Fold
 from durableagent.record import encode_line
-from durableagent.stores.pg_append import dumps, summary_args
 from durableagent.stores.postgres import PostgresStore
+from durableagent.stores.postgres.append import dumps, summary_args
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 HERE = Path(__file__).resolve().parent

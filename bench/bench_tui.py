@@ -32,7 +32,7 @@ from typing import Any
 
 from durableagent import Message, Outcome, Pending, Record, Result, Status, ToolCall, marker_for
 from durableagent.record import encode_line
-from durableagent.stores import file_logs
+from durableagent.stores.file import logs as file_logs
 
 SIZES = (1_000, 10_000, 100_000)
 APPENDS = 20

@@ -72,7 +72,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "s06-torn-tail-kept-on-append": (
         "3. a torn last record kept (the next record glued onto garbage)",
-        "stores/file.py",
+        "stores/file/store.py",
         "            self._write(path, fd, line, good)",
         "            self._write(path, fd, line, size)",
     ),
@@ -183,19 +183,19 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "r09-store-file-written-in-place": (
         "outcomes and failure counts are overwritten in place (a failed write loses the old)",
-        "stores/fs.py",
+        "stores/file/fs.py",
         '    tmp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"',
         "    tmp = name",
     ),
     "r10-store-folder-not-fsynced": (
         "a replaced store file's folder is not fsynced",
-        "stores/fs.py",
+        "stores/file/fs.py",
         "    os.fsync(dir_fd)\n",
         "    pass\n",
     ),
     "r11-new-journal-folder-not-fsynced": (
         "a new journal's folder is not fsynced",
-        "stores/file.py",
+        "stores/file/store.py",
         "            fsync_dir(self.root)\n            return True",
         "            return True",
     ),
@@ -229,13 +229,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "r16-non-regular-journal-read": (
         "a journal that is a FIFO or a directory is read like a file",
-        "stores/fs.py",
+        "stores/file/fs.py",
         "        if kind != stat.S_IFREG:",
         "        if False:",
     ),
     "r17-store-folder-symlink-followed": (
         "a symlinked .leases/.outcomes/.worker is followed out of the store",
-        "stores/fs.py",
+        "stores/file/fs.py",
         "O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC",
         "O_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC",
     ),
@@ -342,7 +342,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "f02-row-before-fsync": (
         "a summary row written before the journal's fsync outlives records a crash lost",
-        "stores/file.py",
+        "stores/file/store.py",
         "            if sync:\n                try:\n                    os.fsync(fd)\n"
         "                except OSError as e:\n                    self.keeper.tip(run_id)",
         "            if row is not None:\n                self.keeper.write_row(row)\n"
@@ -364,7 +364,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "f05-stale-tip-trusted": (
         "an append trusts this process's last seq though the journal was rewritten since",
-        "stores/file_summaries.py",
+        "stores/file/summaries.py",
         '        if line[-1:] != b"\\n":\n            return False',
         "        return True",
     ),
@@ -385,13 +385,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     # the mutation audit (issue "safety and speed")
     "a01-landed-append-made-again": (
         "an append whose reply was lost after its commit is made again",
-        "stores/pg_append.py",
+        "stores/postgres/append.py",
         "                if found is not None and bytes(found[0]) == line:",
         "                if False:",
     ),
     "a03-check-reads-before-the-lock": (
         "a PostgreSQL check runs on records read before the run's row lock",
-        "stores/pg_append.py",
+        "stores/postgres/append.py",
         '                    cur = conn.execute(*_q("lock_state", {"run_id": run_id}))\n'
         "                    got = None\n"
         "                    if check is not None:\n"
@@ -405,31 +405,31 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "a02-renewal-unfenced": (
         "renewing a PostgreSQL lease whose epoch was taken over succeeds",
-        "stores/sql/queries.sql",
+        "stores/postgres/sql/queries.sql",
         "WHERE run_id = %(run_id)s AND holder_epoch = %(epoch)s\nRETURNING true;",
         "WHERE run_id = %(run_id)s\nRETURNING true;",
     ),
     "a04-late-outcome-saved": (
         "a superseded holder's outcome is saved over the new holder's attempt",
-        "stores/sql/schema.sql",
+        "stores/postgres/sql/schema.sql",
         "    IF p_lease AND r.holder_epoch IS DISTINCT FROM p_epoch THEN",
         "    IF false THEN",
     ),
     "a05-superseded-attempt-running": (
         "an attempt taken over reads as running while the new holder runs",
-        "stores/pg_attempts.py",
+        "stores/postgres/attempts.py",
         "            if ended is None and epoch != holder:",
         "            if ended is None and holder is None:",
     ),
     "a06-stale-fold-reused": (
         "a FileStore summary is folded on from before another process's appends",
-        "stores/file_summaries.py",
+        "stores/file/summaries.py",
         "            if cached is not None and cached[0] == (before, attempts):",
         "            if cached is not None:",
     ),
     "a07-imported-run-unlisted": (
         "a journal import_run brought in is missing from the listing",
-        "stores/file_summaries.py",
+        "stores/file/summaries.py",
         "if listed is not None and listed[1] == file_logs.stamp_of(root_mtime, 0):",
         "if listed is not None:",
     ),
@@ -471,7 +471,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "a14-in-doubt-look-misses-a-late-commit": (
         "the look for an append in doubt reads before the lost session's commit lands",
-        "stores/pg_append.py",
+        "stores/postgres/append.py",
         '                    conn.execute(*_q("lock_row", {"run_id": run_id}))\n',
         "",
     ),

@@ -112,7 +112,7 @@ async def test_a_holder_whose_lease_may_have_lapsed_during_the_start_calls_nothi
     """The fenced start landed, but by the holder's own clock its lease may be another's by
     now (it could not renew for longer than its ttl): it stops before calling the write."""
     from durableagent import LeaseLostError, StoreError, signal
-    from durableagent.stores.file_leases import FileLease
+    from durableagent.stores.file.leases import FileLease
 
     store = SlowStart(tmp_path / "runs", lease_ttl=0.3)
     side = Side(tmp_path / "side")

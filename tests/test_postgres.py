@@ -32,7 +32,7 @@ from durableagent import (
     submit,
 )
 from durableagent.stores.postgres import PostgresStore
-from durableagent.stores.sql import SCHEMA_VERSION
+from durableagent.stores.postgres.sql import SCHEMA_VERSION
 
 
 @pytest.fixture

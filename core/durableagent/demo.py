@@ -54,7 +54,7 @@ from .run import Config, run, submit
 from .run import signal as send_signal
 from .steps import model_step
 from .stores import FileStore, Store
-from .stores.fs import write_atomically
+from .stores.file.fs import write_atomically
 from .tools import Result, Tool, ToolContext, current_context
 from .view import view_store
 from .worker import Agent, note_failure

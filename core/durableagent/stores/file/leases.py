@@ -21,15 +21,15 @@ import time
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from ..errors import DurableAgentError, LeaseLostError, RunBusyError, StoreError
-from ..ids import valid_run_id
-from . import file_logs
-from .file_logs import ATTEMPTS_DIR
+from ...errors import DurableAgentError, LeaseLostError, RunBusyError, StoreError
+from ...ids import valid_run_id
+from ..protocol import STOPPED
+from . import logs
 from .fs import O_READ, O_WRITE, write_all
-from .protocol import STOPPED
+from .logs import ATTEMPTS_DIR
 
 if TYPE_CHECKING:
-    from .file import FileStore
+    from .store import FileStore
 
 LEASES_DIR = ".leases"
 
@@ -150,7 +150,7 @@ class LeaseKeeper:
         """The lease is ours: give it the next epoch and log the attempt's start."""
         try:
             log = self.store.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")
-            epoch = file_logs.next_epoch(log)
+            epoch = logs.next_epoch(log)
             now = time.time()
             holder = {
                 "owner": owner,
@@ -166,7 +166,7 @@ class LeaseKeeper:
             self.store.dir.append_line(
                 ATTEMPTS_DIR,
                 f"{run_id}.jsonl",
-                file_logs.begin_line(epoch, owner, now, first),
+                logs.begin_line(epoch, owner, now, first),
                 sync=False,
             )
         except (OSError, DurableAgentError) as e:

@@ -12,15 +12,15 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from ..errors import StoreError
-from ..fold import Fold
-from ..ids import check_run_id
-from ..outcome import Outcome
-from .pg_append import Appender, State, one, outcome_of, row_of, state_of, summary_args
-from .pg_connector import LOST, Connector
-from .pg_lease import PgLease, fence, mark_lost
-from .protocol import LOST as ATTEMPT_LOST
-from .protocol import Attempt, Lease
+from ...errors import StoreError
+from ...fold import Fold
+from ...ids import check_run_id
+from ...outcome import Outcome
+from ..protocol import LOST as ATTEMPT_LOST
+from ..protocol import Attempt, Lease
+from .append import Appender, State, one, outcome_of, row_of, state_of, summary_args
+from .connector import LOST, Connector
+from .lease import PgLease, fence, mark_lost
 from .sql import bound as _q
 
 OUTCOME_TRIES = 8  # stale answers before saving an outcome gives up

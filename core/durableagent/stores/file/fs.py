@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from ..errors import StoreError
+from ...errors import StoreError
 
 # O_NONBLOCK: a FIFO named like a store file must not hang a reader (the mode is checked
 # after open); it changes nothing for regular files.

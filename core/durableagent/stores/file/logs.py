@@ -19,12 +19,12 @@ import re
 import threading
 from typing import Any
 
-from ..fold import RunStatus, Summary
-from ..gate import Pending
-from ..lineage import ForkedFrom
-from ..outcome import Outcome
+from ...fold import RunStatus, Summary
+from ...gate import Pending
+from ...lineage import ForkedFrom
+from ...outcome import Outcome
+from ..protocol import LOST, Attempt
 from .fs import O_READ, O_WRITE, StoreDir, pread_all, replace_in, write_all
-from .protocol import LOST, Attempt
 
 ATTEMPTS_DIR = ".attempts"
 OUTCOMES_DIR = ".outcomes"  # written by earlier versions; read when no attempt says

@@ -24,7 +24,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import StoreError, StoreUnavailableError
+from ...errors import StoreError, StoreUnavailableError
 from .sql import bound as _q
 
 T = TypeVar("T")

@@ -13,14 +13,15 @@ from collections import OrderedDict
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
-from ..errors import DurableAgentError, StoreError
-from ..fold import Fold, Summary, corrupt_summary, summarize
-from ..ids import check_run_id, valid_run_id
-from ..outcome import Outcome
-from ..record import LineError, Record, line_seq
-from . import file_logs
-from .file_leases import stuck_note
-from .file_logs import (
+from ...errors import DurableAgentError, StoreError
+from ...fold import Fold, Summary, corrupt_summary, summarize
+from ...ids import check_run_id, valid_run_id
+from ...outcome import Outcome
+from ...record import LineError, Record, line_seq
+from . import logs
+from .fs import O_READ
+from .leases import stuck_note
+from .logs import (
     ATTEMPTS_DIR,
     OUTCOMES_DIR,
     Row,
@@ -29,10 +30,9 @@ from .file_logs import (
     row_of,
     summary_of,
 )
-from .fs import O_READ
 
 if TYPE_CHECKING:
-    from .file import FileStore
+    from .store import FileStore
 
 _TIPS = 4096  # runs whose tip this process keeps, to append and update rows without a reload
 ROW_EVERY = 1.0  # seconds between the index rows of a run appended to under a lease
@@ -217,16 +217,16 @@ class SummaryKeeper:
         """Every run's status line. Reads the index, one directory listing and the held
         leases; rebuilds (and re-indexes) only the runs whose row is missing or behind."""
         rows, count = self.index.read()
-        listed = rows.pop(file_logs.LISTING, None)
+        listed = rows.pop(logs.LISTING, None)
         # The root's mtime moves only when a journal is created or removed (appends do not):
         # unchanged since the last full listing, the index already names every run.
         root_mtime = os.stat(self.store.root).st_mtime_ns
         fresh = []
-        if listed is not None and listed[1] == file_logs.stamp_of(root_mtime, 0):
-            journals = {i: file_logs.is_regular(line) for i, line in rows.items()}
+        if listed is not None and listed[1] == logs.stamp_of(root_mtime, 0):
+            journals = {i: logs.is_regular(line) for i, line in rows.items()}
         else:
             journals = self._journal_names()
-            fresh.append(file_logs.listing_row(root_mtime))
+            fresh.append(logs.listing_row(root_mtime))
         # A completed run's journal never changes again (signals are refused, run() returns
         # its answer): its row needs no stat. Every other row is checked against its journal.
         unsettled = [
@@ -247,7 +247,7 @@ class SummaryKeeper:
                     with_attempts = set(self.store.dir.listing(ATTEMPTS_DIR, ".jsonl"))
                     with_attempts |= set(self.store.dir.listing(OUTCOMES_DIR, ".json"))
                 row = self.rebuild(run_id, stamp, run_id in with_attempts)
-                rows[run_id] = file_logs.joined(row)
+                rows[run_id] = logs.joined(row)
                 fresh.append(row)
         if fresh:
             with suppress(OSError, DurableAgentError):
@@ -270,7 +270,7 @@ class SummaryKeeper:
         holder = self.store.lease_holder(run_id)
         return summary_of(self.rebuild(run_id, stamp), holder is not None, stuck_note(holder))
 
-    def rebuild(self, run_id: str, stamp: str, attempts: bool = True) -> file_logs.Row:
+    def rebuild(self, run_id: str, stamp: str, attempts: bool = True) -> logs.Row:
         """A fresh index row for the run, from its journal (``attempts``: whether it may
         have an attempt log to read its last outcome from)."""
         if stamp == _IRREGULAR:
@@ -329,12 +329,12 @@ def lseek_end(fd: int) -> int:
     return os.lseek(fd, 0, os.SEEK_END)
 
 
-def _corrupt_row(run_id: str, stamp: str, error: str) -> file_logs.Row:
+def _corrupt_row(run_id: str, stamp: str, error: str) -> logs.Row:
     return row_of(corrupt_summary(run_id, error), stamp)
 
 
 def journal_stamp(st: os.stat_result) -> str:
-    return file_logs.stamp_of(st.st_size, st.st_mtime_ns)
+    return logs.stamp_of(st.st_size, st.st_mtime_ns)
 
 
-_IRREGULAR = file_logs.stamp_of(-1, 0)
+_IRREGULAR = logs.stamp_of(-1, 0)

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from ..errors import (
+from ...errors import (
     DurableAgentError,
     LeaseLostError,
     RunBusyError,
@@ -30,14 +30,15 @@ from ..errors import (
     StoreError,
     StoreUnavailableError,
 )
-from ..fold import RunStatus, Summary, corrupt_summary, summarize
-from ..gate import Pending
-from ..ids import check_run_id, valid_run_id
-from ..lineage import ForkedFrom
-from ..outcome import Outcome
-from ..record import Record
-from .lines import parse_lines
-from .pg_append import (
+from ...fold import RunStatus, Summary, corrupt_summary, summarize
+from ...gate import Pending
+from ...ids import check_run_id, valid_run_id
+from ...lineage import ForkedFrom
+from ...outcome import Outcome
+from ...record import Record
+from ..lines import parse_lines
+from ..protocol import Attempt, Check, Lease, Store, default_owner
+from .append import (
     Appender,
     dumps,
     fold_of,
@@ -48,8 +49,8 @@ from .pg_append import (
     state_of,
     summary_args,
 )
-from .pg_attempts import AttemptLog, attempt_args
-from .pg_connector import (
+from .attempts import AttemptLog, attempt_args
+from .connector import (
     LOST,
     Connection,
     Connector,
@@ -59,8 +60,7 @@ from .pg_connector import (
     describe,
     parse_url,
 )
-from .pg_lease import PgLease
-from .protocol import Attempt, Check, Lease, Store, default_owner
+from .lease import PgLease
 from .sql import QUERIES, SCHEMA_VERSION, migrations, schema_sql
 from .sql import bound as _q
 

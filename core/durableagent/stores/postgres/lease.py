@@ -7,8 +7,8 @@ import logging
 import time
 from typing import Any, Protocol
 
-from ..errors import DurableAgentError, LeaseLostError
-from .protocol import Lease
+from ...errors import DurableAgentError, LeaseLostError
+from ..protocol import Lease
 
 log = logging.getLogger("durableagent.stores.postgres")
 

@@ -24,15 +24,15 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
-from ..errors import StoreError, StoreUnavailableError
-from ..fold import Fold, summarize
-from ..ids import check_run_id
-from ..outcome import Outcome
-from ..record import Record, encode_line
-from .lines import parse_lines
-from .pg_connector import LOST, Connection, Connector
-from .pg_lease import fence, mark_lost
-from .protocol import Check, Lease
+from ...errors import StoreError, StoreUnavailableError
+from ...fold import Fold, summarize
+from ...ids import check_run_id
+from ...outcome import Outcome
+from ...record import Record, encode_line
+from ..lines import parse_lines
+from ..protocol import Check, Lease
+from .connector import LOST, Connection, Connector
+from .lease import fence, mark_lost
 from .sql import QUERIES
 from .sql import bound as _q
 

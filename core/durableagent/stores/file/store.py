@@ -20,21 +20,20 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from ..errors import (
+from ...errors import (
     CorruptJournalError,
     DurabilityError,
     LeaseLostError,
     RunConflictError,
     StoreError,
 )
-from ..fold import Summary
-from ..ids import check_run_id, valid_run_id
-from ..outcome import Outcome
-from ..record import LineError, Record, encode_line, line_seq
-from . import file_logs
-from .file_leases import LEASES_DIR, FileLease, LeaseKeeper
-from .file_logs import ATTEMPTS_DIR, OUTCOMES_DIR
-from .file_summaries import SummaryKeeper, Tip
+from ...fold import Summary
+from ...ids import check_run_id, valid_run_id
+from ...outcome import Outcome
+from ...record import LineError, Record, encode_line, line_seq
+from ..lines import parse_lines, split_journal
+from ..protocol import Attempt, Check, Lease, default_owner
+from . import logs
 from .fs import (
     KINDS,
     O_READ,
@@ -46,8 +45,9 @@ from .fs import (
     truncate_quietly,
     write_all,
 )
-from .lines import parse_lines, split_journal
-from .protocol import Attempt, Check, Lease, default_owner
+from .leases import LEASES_DIR, FileLease, LeaseKeeper
+from .logs import ATTEMPTS_DIR, OUTCOMES_DIR
+from .summaries import SummaryKeeper, Tip
 
 WORKER_DIR = ".worker"
 DEFAULT_TTL = 30.0
@@ -441,12 +441,12 @@ class FileStore:
             self._end_attempt(lease, str(outcome.status), outcome)
         else:
             epoch = lease.epoch if lease is not None else self._last_epoch(run_id)
-            line = file_logs.end_line(epoch, time.time(), str(outcome.status), outcome)
+            line = logs.end_line(epoch, time.time(), str(outcome.status), outcome)
             self._write_end(run_id, line, outcome)
 
     def _end_attempt(self, lease: FileLease, ended: str, outcome: Outcome | None) -> None:
         lease.ended = True
-        line = file_logs.end_line(lease.epoch, time.time(), ended, outcome)
+        line = logs.end_line(lease.epoch, time.time(), ended, outcome)
         self._write_end(lease.run_id, line, outcome)
 
     def _write_end(self, run_id: str, line: bytes, outcome: Outcome | None) -> None:
@@ -460,14 +460,14 @@ class FileStore:
                 os.close(lock)
 
     def _last_epoch(self, run_id: str) -> int:
-        return file_logs.next_epoch(self.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")) - 1
+        return logs.next_epoch(self.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")) - 1
 
     def last_outcome(self, run_id: str) -> Outcome | None:
         """The last attempt's outcome; None when there is none or it does not parse (it is
         informational: replay never reads it)."""
         name = check_run_id(run_id)
         try:
-            outcome = file_logs.last_outcome(self.dir.read_file(ATTEMPTS_DIR, f"{name}.jsonl"))
+            outcome = logs.last_outcome(self.dir.read_file(ATTEMPTS_DIR, f"{name}.jsonl"))
             if outcome is not None:
                 return outcome
             old = self.dir.read_file(OUTCOMES_DIR, f"{name}.json")
@@ -484,7 +484,7 @@ class FileStore:
             return []
         holder = self.leases.probe(run_id)
         epoch = holder.get("epoch") if holder else None
-        return file_logs.read_attempts(data, epoch if isinstance(epoch, int) else None)
+        return logs.read_attempts(data, epoch if isinstance(epoch, int) else None)
 
     # -- the workers' failure counts -----------------------------------------------------------
 
@@ -533,7 +533,7 @@ class FileStore:
                 if there == lines:
                     return False
                 raise RunConflictError(run_id, str(self.root), len(there), len(lines))
-            self.dir.write_file(ATTEMPTS_DIR, f"{run_id}.jsonl", file_logs.attempts_log(attempts))
+            self.dir.write_file(ATTEMPTS_DIR, f"{run_id}.jsonl", logs.attempts_log(attempts))
             if self._create(path, b"".join(line + b"\n" for line in lines)):
                 return True
         raise RunConflictError(run_id, str(self.root), len(self.export_run(run_id)), len(lines))
@@ -616,4 +616,4 @@ def _fence(lease: Lease | None) -> None:
         raise LeaseLostError(lease.run_id, lease.epoch)
 
 
-_IRREGULAR = file_logs.stamp_of(-1, 0)
+_IRREGULAR = logs.stamp_of(-1, 0)
