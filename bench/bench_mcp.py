@@ -46,8 +46,8 @@ async def measure(n: int) -> None:
     import mcp
 
     from durableagent import mcp_tools
-    from durableagent.mcp_adapter import IDEMPOTENCY_KEY_META, result_of
     from durableagent.tools import current_context
+    from durableagent.tools.mcp import IDEMPOTENCY_KEY_META, result_of
 
     params = mcp.StdioServerParameters(command=sys.executable, args=[__file__, "--serve"])
     async with (

@@ -1,5 +1,5 @@
 """A helpdesk agent whose ticket tools come from an MCP server: the demo's ticket server,
-which the project ships (``python -m durableagent.demo_ticket_server STORE``, over stdio),
+which the project ships (``python -m durableagent.demo.ticket_server STORE``, over stdio),
 and a real model on any OpenAI-compatible server, configured by the environment::
 
     pip install 'durableagent[mcp,openai]'
@@ -61,7 +61,7 @@ async def agent(root: Path) -> AsyncIterator[Agent]:
     """The helpdesk Agent for the store at ``root`` (``agentrun worker`` passes it), with the
     ticket server running for as long as the worker serves."""
     server = mcp.StdioServerParameters(
-        command=sys.executable, args=["-m", "durableagent.demo_ticket_server", str(root)]
+        command=sys.executable, args=["-m", "durableagent.demo.ticket_server", str(root)]
     )
     model = OpenAIModel(
         os.environ.get("AGENTRUN_MODEL", "gpt-4o-mini"),

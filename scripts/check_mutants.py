@@ -44,24 +44,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "s14-start-recorded-after-step": (
         "2. the start recorded after the step",
         "journal.py",
-        "        refusal = await self._start(name, kind, started, marker)\n"
-        "        if refusal is not None:\n            return refusal\n"
-        "        key = idempotency_key(self.run_id, name, "
-        "self.records[0] if self.records else None)\n"
-        "        token = set_context("
-        "ToolContext(self.run_id, name, self.index.starts[name], key))\n"
-        "        try:\n"
-        "            value = await self._call(fn)  "
-        "# its task copies the context: the tool sees ctx\n"
-        "        finally:\n"
-        "            reset_context(token)\n",
-        "        token = set_context(ToolContext(self.run_id, name, 1, name))\n"
-        "        try:\n"
-        "            value = await self._call(fn)\n"
-        "        finally:\n"
-        "            reset_context(token)\n"
-        "        refusal = await self._start(name, kind, started, marker)\n"
-        "        if refusal is not None:\n            return refusal\n",
+        "        deferred = not write and not gated\n",
+        "        deferred = True\n",
     ),
     "s05-torn-tail-is-corruption": (
         "3. a torn last record treated as corruption",
@@ -73,8 +57,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "s06-torn-tail-kept-on-append": (
         "3. a torn last record kept (the next record glued onto garbage)",
         "stores/file/store.py",
-        "            self._write(path, fd, line, good)",
-        "            self._write(path, fd, line, size)",
+        "            self._write(path, fd, data, good)",
+        "            self._write(path, fd, data, st.st_size)",
     ),
     "s06b-nul-tail-kept": (
         "3. a NUL-filled last record kept",
@@ -134,8 +118,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "r01-deny-not-rechecked-at-start": (
         "an accepted deny does not stop a write whose turn already began",
         "journal.py",
-        "unless_denied=marker,",
-        "unless_denied=None,",
+        "unless_denied=marker, sync=write",
+        "unless_denied=None, sync=write",
     ),
     "r02-loop-drops-the-marker": (
         "the loop does not tell the journal which decision a call depends on",
@@ -151,7 +135,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "r04-worker-waits-instead-of-exiting": (
         "a worker out of grace waits for (or abandons) a live step instead of exiting",
-        "worker.py",
+        "worker/serve.py",
         "            os._exit(EXIT_STEPS_ABANDONED)",
         "            pass",
     ),
@@ -170,14 +154,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "r07-busy-counts-as-failure": (
         "a busy run (another worker holds it) uses up the failure budget",
-        "worker.py",
+        "worker/serve.py",
         "        except RunBusyError:\n",
         "        except RunBusyError as busy:\n"
         "            await asyncio.to_thread(self._count_failure, run_id, busy)\n",
     ),
     "r08-signal-does-not-reset-the-budget": (
         "a new signal does not give a failed run a fresh budget",
-        "worker.py",
+        "worker/retry.py",
         "    if attempts is None or attempts.signals != signals:",
         "    if attempts is None:",
     ),
@@ -217,9 +201,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the status rules in another order (running before completed)",
         "fold.py",
         "        if self.completed:\n            return RunStatus.COMPLETED\n"
-        "        if leased:\n            return RunStatus.RUNNING\n",
+        "        if self.moved_to is not None and not leased:\n"
+        "            return RunStatus.MOVED\n        if leased:\n"
+        "            return RunStatus.RUNNING\n",
         "        if leased:\n            return RunStatus.RUNNING\n"
-        "        if self.completed:\n            return RunStatus.COMPLETED\n",
+        "        if self.completed:\n            return RunStatus.COMPLETED\n"
+        "        if self.moved_to is not None and not leased:\n"
+        "            return RunStatus.MOVED\n",
     ),
     "r15-last-result-wins": (
         "a later step.completed replaces the first one",
@@ -245,15 +233,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        for whole in (piece, piece[:-1]):",
         "        for whole in ():",
     ),
-    "r19-nul-inside-is-a-tear": (
-        "a final line with a NUL inside is silently dropped as torn",
-        "stores/lines.py",
-        '    if lines and b"\\0" in lines[-1]:',
-        '    if lines and b"\\0" in lines[-1]:',
-    ),
     "r20-unrecordable-failures-forgotten": (
         "a worker on a store that cannot record failures retries at once, forever",
-        "worker.py",
+        "worker/serve.py",
         "            self._seen_failures[run_id] = Attempts(\n"
         "                failures, signals, time.time(), text, retry_after_of(error)\n"
         "            )",
@@ -281,12 +263,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "m05-open-idempotent-write-shown-indeterminate": (
         "the status fold calls an unfinished idempotent write indeterminate",
         "fold.py",
-        'write = data.get("write") is True and data.get("idempotent") is not True',
-        'write = data.get("write") is True',
+        '                data.get("write") is True\n'
+        '                and data.get("idempotent") is not True\n',
+        '                data.get("write") is True\n',
     ),
     "m03-retry-after-ignored": (
         "the worker retries before the provider's Retry-After",
-        "worker.py",
+        "worker/retry.py",
         "max(min(cap, base * 2 ** (failures - 1)), retry_after or 0.0)",
         "min(cap, base * 2 ** (failures - 1))",
     ),
@@ -423,14 +406,14 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "a06-stale-fold-reused": (
         "a FileStore summary is folded on from before another process's appends",
-        "stores/file/summaries.py",
-        "            if cached is not None and cached[0] == (before, attempts):",
-        "            if cached is not None:",
+        "stores/file/store.py",
+        "        else:\n            tip.extend(new)\n",
+        "        else:\n            pass\n",
     ),
     "a07-imported-run-unlisted": (
         "a journal import_run brought in is missing from the listing",
         "stores/file/summaries.py",
-        "if listed is not None and listed[1] == file_logs.stamp_of(root_mtime, 0):",
+        "if listed is not None and listed[1] == logs.stamp_of(root_mtime, 0):",
         "if listed is not None:",
     ),
     "a08-deny-refuses-the-whole-turn": (
@@ -448,8 +431,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "a10-write-start-not-fsynced": (
         "a write's step.started is not fsynced before the tool runs",
         "journal.py",
-        'durable = started.get("write") is True',
-        "durable = False",
+        "sync=write, starts=name)",
+        "sync=False, starts=name)",
     ),
     "a11-lapsed-lease-runs-the-next-step": (
         "an attempt whose lease went unrenewed past its ttl starts its next step",

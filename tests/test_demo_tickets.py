@@ -1,4 +1,4 @@
-"""The demo's MCP ticket server (``python -m durableagent.demo_ticket_server STORE``): it honours
+"""The demo's MCP ticket server (``python -m durableagent.demo.ticket_server STORE``): it honours
 the idempotency key a step sends in ``_meta``, and the demo's agent files through it."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ import mcp
 
 from durableagent import FileStore, mcp_tools, view_store
 from durableagent.demo import build_demo_store, demo_dir, read_list
-from durableagent.mcp_adapter import IDEMPOTENCY_KEY_META
+from durableagent.tools.mcp import IDEMPOTENCY_KEY_META
 
 
 def server(root: Path) -> mcp.StdioServerParameters:
     return mcp.StdioServerParameters(
-        command=sys.executable, args=["-m", "durableagent.demo_ticket_server", str(root)]
+        command=sys.executable, args=["-m", "durableagent.demo.ticket_server", str(root)]
     )
 
 

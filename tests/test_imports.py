@@ -72,11 +72,11 @@ def test_the_mcp_sdk_loads_only_when_mcp_tools_is_asked_for():
     # (The SDK brings watchfiles along with it, through its HTTP server parts.)
     assert "mcp" in loaded_after("durableagent", "durableagent.mcp_tools")
     assert loaded_after("durableagent.demo") == set()  # the demo's agent loads it when entered
-    assert "mcp" in loaded_after("durableagent.mcp_adapter")
+    assert "mcp" in loaded_after("durableagent.tools.mcp")
 
 
 def test_only_the_mcp_adapter_and_the_demo_ticket_server_import_the_mcp_sdk():
-    allowed = {CORE / "mcp_adapter.py", CORE / "demo_ticket_server.py"}
+    allowed = {CORE / "tools" / "mcp.py", CORE / "demo" / "ticket_server.py"}
     for path in CORE.rglob("*.py"):
         text = path.read_text()
         if path not in allowed:

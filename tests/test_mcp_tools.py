@@ -57,8 +57,8 @@ from durableagent import (
     view_store,
 )
 from durableagent.journal import idempotency_key
-from durableagent.mcp_adapter import classify, result_of
 from durableagent.record import STEP_COMPLETED, STEP_STARTED
+from durableagent.tools.mcp import classify, result_of
 from durableagent.worker import Agent, Worker
 
 ASK = [Message("user", "help me")]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from durableagent import PolicyGate, Result, Tool, ToolContext, gate_for, tool
 from durableagent.tools import plain_context
-from durableagent.typed_tools import parse_docstring
+from durableagent.tools.typed import parse_docstring
 
 
 def call(t: Tool, arguments: Any) -> Result:

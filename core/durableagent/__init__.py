@@ -45,7 +45,7 @@ from .journal import Journal, Reconcile, idempotency_key
 from .lineage import ForkedFrom, forked_from
 from .loop import AgentConfig, LoopOutcome, PlainRunner, StepRunner, run_loop
 from .messages import Message, StepKind, ToolCall
-from .model import Model, ScriptedModel
+from .models.base import Model, ScriptedModel
 from .outcome import Outcome, Status
 from .plan import Plan, PlanAction, PlanEnding, PlanStep, plan
 from .record import Record
@@ -53,12 +53,12 @@ from .run import Config, run, signal, submit
 from .steps import model_step, parse_step, step_tool_name, tool_step
 from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
 from .tools import Result, Tool, ToolContext
-from .typed_tools import tool
+from .tools.typed import tool
 from .view import RunView, StepView, Tokens, view_run, view_store
 from .worker import Agent, Worker
 
 if TYPE_CHECKING:
-    from .mcp_adapter import mcp_tools
+    from .tools.mcp import mcp_tools
 
 __version__ = "0.1.0"
 
@@ -67,7 +67,7 @@ def __getattr__(name: str) -> object:
     # mcp_tools needs the mcp SDK (extra "mcp"): load it only when asked for, so that the
     # library starts without it.
     if name == "mcp_tools":
-        from .mcp_adapter import mcp_tools
+        from .tools.mcp import mcp_tools
 
         return mcp_tools
     raise AttributeError(f"module 'durableagent' has no attribute {name!r}")

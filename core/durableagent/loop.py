@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from .errors import MaxTurnsExceeded, ToolNameCollisionError
 from .gate import Pending, PolicyGate, describe_policy, marker_for, policy_source
 from .messages import Message, StepKind, ToolCall
-from .model import Model
+from .models.base import Model
 from .steps import model_step, tool_step
 from .tools import Result, Tool, plain_context, reset_context, set_context
 

@@ -1,4 +1,5 @@
-"""Model adapters over the providers' official SDKs (extras ``openai`` and ``anthropic``).
+"""Models: the ``Model`` seam and ``ScriptedModel`` (``base.py``), and adapters over the
+providers' official SDKs (extras ``openai`` and ``anthropic``).
 
 ``from durableagent.models import OpenAIModel`` loads the ``openai`` SDK only then; importing
 this package loads neither SDK. Each adapter is a :class:`durableagent.Model`: the SDK's own
@@ -11,11 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .base import Model, ScriptedModel
+
 if TYPE_CHECKING:
     from .anthropic import AnthropicModel
     from .openai import OpenAIModel
 
-__all__ = ["AnthropicModel", "OpenAIModel"]
+__all__ = ["AnthropicModel", "Model", "OpenAIModel", "ScriptedModel"]
 
 
 def __getattr__(name: str) -> object:

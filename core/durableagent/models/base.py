@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from .messages import Message
-from .tools import Tool
+from ..messages import Message
+from ..tools import Tool
 
 
 class Model(Protocol):

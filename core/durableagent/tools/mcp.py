@@ -54,8 +54,8 @@ except ImportError as e:  # say what to install, not only what is missing
         f"durableagent.mcp_tools needs the mcp extra: pip install 'durableagent[mcp]' ({e})"
     ) from e
 
-from .errors import McpConnectionLostError, McpToolError, ToolPolicyError
-from .tools import Result, Tool, ToolContext
+from ..errors import McpConnectionLostError, McpToolError, ToolPolicyError
+from .base import Result, Tool, ToolContext
 
 log = logging.getLogger("durableagent.mcp")
 

@@ -5,11 +5,7 @@ LISTEN/NOTIFY) so that a submitted run or a signal is picked up within a fractio
 and looks at every run periodically as a safety net for missed notices.
 Every resume goes through :func:`durableagent.run`, which holds the run's lease: several workers
 (in one process or many) never execute the same run at once, and a busy run is simply skipped.
-
-Failed attempts are counted in the store (``Store.write_failures``) so that every worker process
-on the store shares one budget of ``max_attempts``. The count starts again from zero when a human
-acts on the run (a new signal) and is removed by ``agentrun retry RUN`` (:func:`reset_attempts`);
-either makes an exhausted failed run eligible again without a new record type in the journal.
+Failed attempts are counted in the store, shared by every worker on it (``retry.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +19,7 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass
 
-from .errors import (
+from ..errors import (
     DurableAgentError,
     LeaseLostError,
     RunBusyError,
@@ -31,13 +27,26 @@ from .errors import (
     RunStopped,
     StoreUnavailableError,
 )
-from .fold import RunStatus, Summary
-from .gate import PolicyGate
+from ..fold import RunStatus, Summary
+from ..gate import PolicyGate
+from ..journal import steps_still_running
+from ..loop import AgentConfig
+from ..run import Config, run
+from ..stores import Store
 from .holder import Holder, Source, is_lost
-from .journal import steps_still_running
-from .loop import AgentConfig
-from .run import Config, run
-from .stores import Store
+from .retry import (
+    DEFAULT_BACKOFF,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_BACKOFF,
+    Attempts,
+    _failures_now,
+    _signals,
+    backoff_delay,
+    note_failure,
+    read_attempts,
+    reset_attempts,
+    retry_after_of,
+)
 
 log = logging.getLogger("durableagent.worker")
 
@@ -57,96 +66,6 @@ class Agent:
 
     config: AgentConfig
     gate: PolicyGate
-
-
-# A worker's defaults (``agentrun worker --max-attempts --backoff --max-backoff``): a supervisor
-# that cannot know how the workers were started says when the next try is due under these.
-DEFAULT_MAX_ATTEMPTS = 3
-DEFAULT_BACKOFF = 1.0
-DEFAULT_MAX_BACKOFF = 60.0
-
-
-def backoff_delay(
-    failures: int, base: float, cap: float, retry_after: float | None = None
-) -> float:
-    """Seconds to wait before the next attempt after ``failures`` failed ones (1, 2, 3, ...):
-    ``base``, ``2*base``, ``4*base``, ... never more than ``cap``, and never less than the
-    ``retry_after`` the last failure asked for (a provider's Retry-After outranks our cap)."""
-    if failures <= 0:
-        return 0.0
-    return float(max(min(cap, base * 2 ** (failures - 1)), retry_after or 0.0))
-
-
-def retry_after_of(error: BaseException) -> float | None:
-    """How long the failure asked us to wait: its ``retry_after`` attribute (set by the model
-    adapters from a provider's Retry-After), when that is a finite number of seconds."""
-    value = getattr(error, "retry_after", None)
-    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e9:
-        return float(value)
-    return None
-
-
-# -- the shared failure count ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Attempts:
-    """Failed attempts of one run since a human last acted on it (``signals`` is the number of
-    signal records when the count was made; a new signal makes the count stale)."""
-
-    failures: int
-    signals: int
-    at: float
-    error: str = ""
-    retry_after: float | None = None  # what the last failure asked us to wait, seconds
-
-
-def read_attempts(store: Store, run_id: str) -> Attempts | None:
-    """The recorded failure count of ``run_id``, or None when there is none (or it is unreadable:
-    the count is advisory, a lost one only means a few more retries)."""
-    d = store.read_failures(run_id)
-    if d is None:
-        return None
-    try:
-        wait = d.get("retry_after")
-        return Attempts(
-            int(d["failures"]),
-            int(d["signals"]),
-            float(d["at"]),
-            str(d["error"]),
-            None if wait is None else float(wait),
-        )
-    except (ValueError, KeyError, TypeError):
-        return None
-
-
-def reset_attempts(store: Store, run_id: str) -> bool:
-    """Forget the failures of ``run_id`` so workers retry it (``agentrun retry``). True when
-    there was a count to forget."""
-    return store.clear_failures(run_id)
-
-
-def note_failure(store: Store, run_id: str, error: BaseException) -> int:
-    """Count one more failed attempt of ``run_id`` (shared by every worker on the store) and
-    return the count. Raises StoreError when the count cannot be written."""
-    signals = _signals(store, run_id)
-    failures = _failures_now(read_attempts(store, run_id), signals) + 1
-    text = f"{type(error).__name__}: {error}"
-    attempts = Attempts(failures, signals, time.time(), text, retry_after_of(error))
-    store.write_failures(run_id, attempts.__dict__)
-    return failures
-
-
-def _signals(store: Store, run_id: str) -> int:
-    summary = store.summary(run_id)
-    return summary.signals if summary is not None else 0
-
-
-def _failures_now(attempts: Attempts | None, signals: int) -> int:
-    """Failures that still count: none once a human has signalled since they were counted."""
-    if attempts is None or attempts.signals != signals:
-        return 0
-    return attempts.failures
 
 
 # -- the worker -----------------------------------------------------------------------------
@@ -536,13 +455,4 @@ class WorkerThread:
         return not self._thread.is_alive()
 
 
-__all__ = [
-    "Agent",
-    "Attempts",
-    "Worker",
-    "WorkerThread",
-    "backoff_delay",
-    "note_failure",
-    "read_attempts",
-    "reset_attempts",
-]
+__all__ = ["EXIT_STEPS_ABANDONED", "Agent", "Worker", "WorkerThread"]

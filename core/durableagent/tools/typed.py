@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
-from .tools import Result, Tool, ToolContext
+from .base import Result, Tool, ToolContext
 
 NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what the providers accept as a function name
 

@@ -1,5 +1,5 @@
 """The demo's ticket system as an MCP server (built with the official ``mcp`` SDK, extra
-``mcp``): ``python -m durableagent.demo_ticket_server STORE`` serves it over stdio.
+``mcp``): ``python -m durableagent.demo.ticket_server STORE`` serves it over stdio.
 
 Its tickets live in ``STORE/.demo/tickets.json``, the file the demo's runs and the on-call human
 read. ``create_ticket`` honours the idempotency key a durableagent step sends in the request's
@@ -22,8 +22,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from .demo import StaleFenceError, add_item, read_list
-from .mcp_adapter import FENCE_META, IDEMPOTENCY_KEY_META
+from ..tools.mcp import FENCE_META, IDEMPOTENCY_KEY_META
+from .tickets import StaleFenceError, add_item, read_list
 
 NAME = "demo-tickets"
 
@@ -89,7 +89,7 @@ def ticket_server(root: str | Path) -> MCPServer:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m durableagent.demo_ticket_server STORE", file=sys.stderr)
+        print("usage: python -m durableagent.demo.ticket_server STORE", file=sys.stderr)
         return 2
     ticket_server(argv[0]).run()  # stdio
     return 0

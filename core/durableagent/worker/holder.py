@@ -23,7 +23,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Generic, TypeVar
 
-from .errors import AgentLostError, AgentStartError
+from ..errors import AgentLostError, AgentStartError
 
 log = logging.getLogger("durableagent.worker")
 
