@@ -160,8 +160,8 @@ async def _ticket_tools(
     """The ticket server's tools, over a connection ``stack`` closes."""
     import mcp  # the extra; ImportError: the in-process ticket system instead
 
-    from .ticket_server import ticket_server
     from ..tools.mcp import mcp_tools
+    from .ticket_server import ticket_server
 
     server: Any = ticket_server(root) if in_process else _stdio_server(stack, root)
     client = await stack.enter_async_context(mcp.Client(server))
