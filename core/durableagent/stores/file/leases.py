@@ -18,20 +18,22 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...errors import DurableAgentError, LeaseLostError, RunBusyError, StoreError
 from ...ids import valid_run_id
 from ..protocol import STOPPED
 from . import logs
 from .fs import O_READ, O_WRITE, write_all
-from .logs import ATTEMPTS_DIR
-
-if TYPE_CHECKING:
-    from .store import FileStore
+from .journals import JournalFiles
+from .logs import AttemptLogs
 
 LEASES_DIR = ".leases"
+
+# What a lease that ends without an outcome calls: (lease, how it ended) -> None.
+EndAttempt = Callable[["FileLease", str], None]
 
 
 class FileLease:
@@ -42,14 +44,14 @@ class FileLease:
     there and raise LeaseLostError."""
 
     def __init__(
-        self, store: FileStore, run_id: str, owner: str, epoch: int, fd: int, ttl: float
+        self, end: EndAttempt, path: str, run_id: str, owner: str, epoch: int, fd: int, ttl: float
     ) -> None:
         self.run_id = run_id
         self.owner = owner
         self.epoch = epoch
         self.ttl = ttl
-        self.path = f"{store.root}/{LEASES_DIR}/{run_id}.lock"
-        self._store = store
+        self.path = path
+        self._end = end
         self._fd: int | None = fd
         st = os.fstat(fd)
         self._id = (st.st_dev, st.st_ino)
@@ -100,7 +102,7 @@ class FileLease:
             return
         try:
             if not self._lost and not self.ended:
-                self._store._end_attempt(self, STOPPED, None)
+                self._end(self, STOPPED)
             st = os.stat(self.path, follow_symlinks=False)
             if (st.st_dev, st.st_ino) == self._id:
                 os.unlink(self.path)  # while still locked: an acquirer re-checks the file
@@ -111,22 +113,29 @@ class FileLease:
 
 
 class LeaseKeeper:
-    """Takes, probes and breaks a FileStore's leases."""
+    """Takes and probes a FileStore's leases: the journals (the next seq an attempt starts
+    at), the attempt logs (each acquisition begins one) and the ttl are all it needs of the
+    store; ``end`` ends an attempt that stops without an outcome."""
 
-    def __init__(self, store: FileStore) -> None:
-        self.store = store
+    def __init__(
+        self, journals: JournalFiles, attempts: AttemptLogs, ttl: float, end: EndAttempt
+    ) -> None:
+        self.dir = journals.dir
+        self.journals = journals
+        self.attempts = attempts
+        self.ttl = ttl
+        self.end = end
+        self._folder = f"{journals.prefix}{LEASES_DIR}/"
 
     def acquire(self, run_id: str, owner: str) -> FileLease:
         name = f"{run_id}.lock"
-        with self.store.dir.folder(LEASES_DIR, create=True) as dfd:
+        with self.dir.folder(LEASES_DIR, create=True) as dfd:
             assert dfd is not None
             for attempt in range(8):
                 try:
-                    fd = self.store.dir.open_regular(name, O_WRITE | os.O_CREAT, dir_fd=dfd)
+                    fd = self.dir.open_regular(name, O_WRITE | os.O_CREAT, dir_fd=dfd)
                 except FileNotFoundError as e:
-                    raise self.store.dir.open_error(
-                        f"{self.store.root}/{LEASES_DIR}/{name}", e
-                    ) from None
+                    raise self.dir.open_error(f"{self._folder}{name}", e) from None
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
@@ -149,8 +158,7 @@ class LeaseKeeper:
     def _begin(self, run_id: str, owner: str, fd: int) -> FileLease:
         """The lease is ours: give it the next epoch and log the attempt's start."""
         try:
-            log = self.store.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")
-            epoch = logs.next_epoch(log)
+            epoch = self.attempts.next_epoch(run_id)
             now = time.time()
             holder = {
                 "owner": owner,
@@ -158,42 +166,29 @@ class LeaseKeeper:
                 "pid": os.getpid(),
                 "host": socket.gethostname(),
                 "since": now,
-                "ttl": self.store.lease_ttl,
+                "ttl": self.ttl,
             }
             os.ftruncate(fd, 0)
             write_all(fd, json.dumps(holder).encode())
-            first = self._next_seq(run_id)
-            self.store.dir.append_line(
-                ATTEMPTS_DIR,
-                f"{run_id}.jsonl",
-                logs.begin_line(epoch, owner, now, first),
-                sync=False,
-            )
+            first = self.journals.next_seq(run_id)
+            self.attempts.append(run_id, logs.begin_line(epoch, owner, now, first), sync=False)
         except (OSError, DurableAgentError) as e:
             with suppress(OSError):
-                os.unlink(f"{self.store.root}/{LEASES_DIR}/{run_id}.lock")
+                os.unlink(f"{self._folder}{run_id}.lock")
             os.close(fd)
             why = e.strerror if isinstance(e, OSError) else str(e)
             raise StoreError(
-                f"cannot take the lease of run {run_id!r} in {self.store.root}: {why}"
+                f"cannot take the lease of run {run_id!r} in {self.dir.root}: {why}"
             ) from None
-        return FileLease(self.store, run_id, owner, epoch, fd, self.store.lease_ttl)
-
-    def _next_seq(self, run_id: str) -> int:
-        try:
-            fd = self.store.dir.open_regular(self.store._journal(run_id), O_READ)
-        except FileNotFoundError:
-            return 1
-        try:
-            return self.store._last_seq(run_id, fd, os.fstat(fd).st_size)[1] + 1
-        finally:
-            os.close(fd)
+        return FileLease(
+            self.end, f"{self._folder}{run_id}.lock", run_id, owner, epoch, fd, self.ttl
+        )
 
     def _stuck_for(self, fd: int, holder: dict[str, Any]) -> float | None:
         """Seconds past its ttl that the holder has gone without renewing (its file's mtime),
         or None while it renews in time."""
         try:
-            ttl = float(holder.get("ttl") or self.store.lease_ttl)
+            ttl = float(holder.get("ttl") or self.ttl)
             late = time.time() - os.fstat(fd).st_mtime
         except (OSError, TypeError, ValueError):
             return None
@@ -206,10 +201,10 @@ class LeaseKeeper:
         how many seconds it has gone without renewing."""
         name = f"{run_id}.lock"
         try:
-            with self.store.dir.folder(LEASES_DIR, create=False) as dfd:
+            with self.dir.folder(LEASES_DIR, create=False) as dfd:
                 if dfd is None:
                     return None
-                fd = self.store.dir.open_regular(name, O_READ, dir_fd=dfd)
+                fd = self.dir.open_regular(name, O_READ, dir_fd=dfd)
                 try:
                     try:
                         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -228,7 +223,7 @@ class LeaseKeeper:
     def held(self) -> dict[str, dict[str, Any]]:
         """Every held lease's holder, by run."""
         try:
-            names = self.store.dir.listing(LEASES_DIR, ".lock")
+            names = self.dir.listing(LEASES_DIR, ".lock")
         except (OSError, StoreError):
             return {}
         out = {}

@@ -19,6 +19,7 @@ import re
 import threading
 from typing import Any
 
+from ...errors import StoreError
 from ...fold import RunStatus, Summary
 from ...gate import Pending
 from ...lineage import ForkedFrom
@@ -127,6 +128,52 @@ def last_outcome(data: bytes | None) -> Outcome | None:
             except (ValueError, KeyError, TypeError):
                 return None
     return None
+
+
+class AttemptLogs:
+    """The ``.attempts/<run>.jsonl`` logs of a store (and the ``.outcomes`` an older version
+    kept): what the store, its leases and its summaries read and write of them."""
+
+    def __init__(self, sdir: StoreDir) -> None:
+        self.dir = sdir
+        self._folder = f"{sdir.prefix}{ATTEMPTS_DIR}/"
+
+    def read(self, run_id: str) -> bytes | None:
+        return self.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")
+
+    def append(self, run_id: str, line: bytes, *, sync: bool) -> None:
+        self.dir.append_line(ATTEMPTS_DIR, f"{run_id}.jsonl", line, sync=sync)
+
+    def replace(self, run_id: str, attempts: list[Attempt]) -> None:
+        self.dir.write_file(ATTEMPTS_DIR, f"{run_id}.jsonl", attempts_log(attempts))
+
+    def size(self, run_id: str) -> int:
+        """The log's size (0 when it is missing): it moves whenever an attempt begins or
+        ends, so a last outcome read at one size is current while the size is."""
+        try:
+            return os.stat(f"{self._folder}{run_id}.jsonl", follow_symlinks=False).st_size
+        except OSError:
+            return 0
+
+    def next_epoch(self, run_id: str) -> int:
+        return next_epoch(self.read(run_id))
+
+    def last_outcome(self, run_id: str) -> Outcome | None:
+        """The last attempt's outcome; None when there is none or it does not parse (it is
+        informational: replay never reads it)."""
+        try:
+            outcome = last_outcome(self.read(run_id))
+            if outcome is not None:
+                return outcome
+            old = self.dir.read_file(OUTCOMES_DIR, f"{run_id}.json")
+            return None if old is None else Outcome.from_dict(json.loads(old))
+        except (StoreError, ValueError, KeyError, TypeError):
+            return None
+
+    def runs(self) -> set[str]:
+        """The runs that have a log (or an older version's outcome)."""
+        found = set(self.dir.listing(ATTEMPTS_DIR, ".jsonl"))
+        return found | set(self.dir.listing(OUTCOMES_DIR, ".json"))
 
 
 # -- the summaries index ----------------------------------------------------------------------

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import (
-    CorruptJournalError,
     DurabilityError,
     LeaseLostError,
     RunConflictError,
@@ -30,7 +29,7 @@ from ...errors import (
 from ...fold import Summary
 from ...ids import check_run_id, valid_run_id
 from ...outcome import Outcome
-from ...record import LineError, Record, encode_line, line_seq
+from ...record import Record, encode_line
 from ..lines import parse_lines, split_journal
 from ..protocol import Attempt, Check, Lease, default_owner
 from . import logs
@@ -39,14 +38,14 @@ from .fs import (
     O_READ,
     O_WRITE,
     StoreDir,
-    count_lines,
     fsync_dir,
     pread_all,
     truncate_quietly,
     write_all,
 )
+from .journals import JournalFiles, last_seq
 from .leases import LEASES_DIR, FileLease, LeaseKeeper
-from .logs import ATTEMPTS_DIR, OUTCOMES_DIR
+from .logs import ATTEMPTS_DIR, AttemptLogs
 from .summaries import SummaryKeeper, Tip
 
 WORKER_DIR = ".worker"
@@ -87,8 +86,14 @@ class FileStore:
         self.lease_ttl = lease_ttl
         self.dir = StoreDir(self.root)
         self._prefix = self.dir.prefix  # str paths: pathlib costs µs per append
-        self.keeper = SummaryKeeper(self)
-        self.leases = LeaseKeeper(self)
+        self.journals = JournalFiles(self.dir)
+        self.attempt_logs = AttemptLogs(self.dir)
+
+        def end(lease: FileLease, ended: str) -> None:
+            self._end_attempt(lease, ended, None)
+
+        self.leases = LeaseKeeper(self.journals, self.attempt_logs, lease_ttl, end)
+        self.keeper = SummaryKeeper(self.journals, self.attempt_logs, self.leases)
         self._tails: dict[str, tuple[int, int, int]] = {}  # load_since: run -> (seq, offset, ino)
 
     leases_die_with_holder = True  # a flock: the kernel holds it exactly while its holder lives
@@ -103,10 +108,7 @@ class FileStore:
 
     def path(self, run_id: str) -> Path:
         """The journal file of ``run_id`` (the id is checked first)."""
-        return Path(self._journal(run_id))
-
-    def _journal(self, run_id: str) -> str:
-        return f"{self._prefix}{check_run_id(run_id)}.jsonl"
+        return Path(self.journals.path(run_id))
 
     def close(self) -> None:
         """Close the summary index's files (every other file is opened per call)."""
@@ -116,17 +118,13 @@ class FileStore:
 
     def load(self, run_id: str) -> list[Record]:
         """Every record of the run, [] for an unknown run. A torn tail is ignored."""
-        data = self._read(run_id)
-        if data is None:
-            return []
-        lines, _ = split_journal(data)
-        return parse_lines(run_id, lines)
+        return self.journals.load(run_id)
 
     def load_since(self, run_id: str, after_seq: int) -> list[Record]:
         """The records with seq > ``after_seq``. A reader that follows a run (the TUI, ``show
         --follow``) reads only the new bytes: the store remembers where each run's last read
         ended."""
-        path = self._journal(run_id)
+        path = self.journals.path(run_id)
         try:
             fd = self.dir.open_regular(path, O_READ)
         except FileNotFoundError:
@@ -157,19 +155,6 @@ class FileStore:
             raise StoreError(f"cannot list the store {self.root}: {e.strerror}") from None
         ids = [n[:-6] for n in names if n.endswith(".jsonl")]
         return sorted(i for i in ids if valid_run_id(i))
-
-    def _read(self, run_id: str) -> bytes | None:
-        path = self._journal(run_id)
-        try:
-            fd = self.dir.open_regular(path, O_READ)
-        except FileNotFoundError:
-            return None
-        try:
-            return pread_all(fd, os.fstat(fd).st_size, 0)
-        except OSError as e:
-            raise StoreError(f"cannot read {path}: {e.strerror}") from None
-        finally:
-            os.close(fd)
 
     # -- appending ---------------------------------------------------------------------------
 
@@ -219,7 +204,7 @@ class FileStore:
         since: int,
         sync: bool,
     ) -> list[Record]:
-        path = self._journal(run_id)
+        path = self.journals.path(run_id)
         while True:
             try:
                 fd = os.open(path, O_WRITE)
@@ -292,7 +277,7 @@ class FileStore:
         elif check is not None:
             start, seq0 = 0, 0
         else:
-            good, last, newline = self._last_seq(run_id, fd, size)
+            good, last, newline = last_seq(run_id, fd, size)
             return last, good, newline, None
         if size == start:  # as this process left it: nothing to read
             if check is not None:
@@ -358,36 +343,6 @@ class FileStore:
             truncate_quietly(fd, at)
             raise StoreError(f"short write to {path} ({n} of {len(line)} bytes); cut back")
 
-    def _last_seq(self, run_id: str, fd: int, size: int) -> tuple[int, int, bool]:
-        """(length to keep, seq of the last complete line, whether that line lacks its
-        newline), reading only the file's tail."""
-        chunk = 4096
-        while True:
-            start = max(0, size - chunk)
-            buf = pread_all(fd, size - start, start)
-            # Three newlines from the end give two whole lines: enough even when the last
-            # complete one is a NUL-filled torn tail. Before that, the first piece may be cut.
-            cut = len(buf)
-            for _ in range(3):
-                cut = buf.rfind(b"\n", 0, cut)
-                if cut < 0:
-                    break
-            if cut < 0 and start > 0:
-                chunk *= 4
-                continue
-            begin = cut + 1  # 0 when the chunk holds the whole file
-            lines, good = split_journal(buf[begin:])
-            keep = start + begin + good
-            if not lines:
-                return keep, 0, False
-            newline = buf[begin + good - 1 : begin + good] != b"\n"
-            try:
-                seq = line_seq(lines[-1])
-            except LineError as e:
-                lineno = count_lines(fd, keep)
-                raise CorruptJournalError(run_id, lineno, str(e)) from None
-            return keep, seq, newline
-
     # -- summaries (stores/file_summaries.py) ---------------------------------------------------
 
     def summaries(self) -> list[Summary]:
@@ -413,14 +368,6 @@ class FileStore:
         finally:
             if not lease.kept:
                 lease.release()
-
-    def _journal_lock(self, run_id: str) -> int | None:
-        try:
-            fd = self.dir.open_regular(self._journal(run_id), O_READ)
-        except (FileNotFoundError, StoreError):
-            return None
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return fd
 
     def is_leased(self, run_id: str) -> bool:
         """True while anyone holds the run's lease."""
@@ -450,36 +397,24 @@ class FileStore:
         self._write_end(lease.run_id, line, outcome)
 
     def _write_end(self, run_id: str, line: bytes, outcome: Outcome | None) -> None:
-        lock = self._journal_lock(run_id)  # a summary row must not race a signal's
-        try:
-            self.dir.append_line(ATTEMPTS_DIR, f"{run_id}.jsonl", line, sync=True)
-            if lock is not None:
+        with self.journals.locked(run_id) as locked:  # a row must not race a signal's
+            self.attempt_logs.append(run_id, line, sync=True)
+            if locked:
                 self.keeper.ended(run_id, outcome)
-        finally:
-            if lock is not None:
-                os.close(lock)
 
     def _last_epoch(self, run_id: str) -> int:
-        return logs.next_epoch(self.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")) - 1
+        return self.attempt_logs.next_epoch(run_id) - 1
 
     def last_outcome(self, run_id: str) -> Outcome | None:
         """The last attempt's outcome; None when there is none or it does not parse (it is
         informational: replay never reads it)."""
-        name = check_run_id(run_id)
-        try:
-            outcome = logs.last_outcome(self.dir.read_file(ATTEMPTS_DIR, f"{name}.jsonl"))
-            if outcome is not None:
-                return outcome
-            old = self.dir.read_file(OUTCOMES_DIR, f"{name}.json")
-            return None if old is None else Outcome.from_dict(json.loads(old))
-        except (StoreError, ValueError, KeyError, TypeError):
-            return None
+        return self.attempt_logs.last_outcome(check_run_id(run_id))
 
     def attempts(self, run_id: str) -> list[Attempt]:
         """Every attempt of the run, oldest first."""
         check_run_id(run_id)
         try:
-            data = self.dir.read_file(ATTEMPTS_DIR, f"{run_id}.jsonl")
+            data = self.attempt_logs.read(run_id)
         except StoreError:
             return []
         holder = self.leases.probe(run_id)
@@ -513,7 +448,7 @@ class FileStore:
     def export_run(self, run_id: str) -> list[bytes]:
         """The run's journal lines exactly as written (without newlines; a torn tail left
         out), every crc and seq checked; [] for an unknown run."""
-        data = self._read(check_run_id(run_id))
+        data = self.journals.read(run_id)
         if data is None:
             return []
         lines, _ = split_journal(data)
@@ -524,7 +459,7 @@ class FileStore:
         """Add a whole run: its attempts log (replaced atomically), then its journal (written
         aside, fsynced, linked into place: it appears whole or not at all). False when the
         journal already holds exactly these lines; RunConflictError when it holds others."""
-        path = self._journal(run_id)
+        path = self.journals.path(run_id)
         if not parse_lines(run_id, lines):
             return False
         for _ in range(2):
@@ -533,7 +468,7 @@ class FileStore:
                 if there == lines:
                     return False
                 raise RunConflictError(run_id, str(self.root), len(there), len(lines))
-            self.dir.write_file(ATTEMPTS_DIR, f"{run_id}.jsonl", logs.attempts_log(attempts))
+            self.attempt_logs.replace(run_id, attempts)
             if self._create(path, b"".join(line + b"\n" for line in lines)):
                 return True
         raise RunConflictError(run_id, str(self.root), len(self.export_run(run_id)), len(lines))

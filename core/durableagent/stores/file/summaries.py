@@ -11,7 +11,6 @@ import threading
 import time
 from collections import OrderedDict
 from contextlib import suppress
-from typing import TYPE_CHECKING
 
 from ...errors import DurableAgentError, StoreError
 from ...fold import Fold, Summary, corrupt_summary, summarize
@@ -20,19 +19,16 @@ from ...outcome import Outcome
 from ...record import LineError, Record, line_seq
 from . import logs
 from .fs import O_READ
-from .leases import stuck_note
+from .journals import JournalFiles
+from .leases import LeaseKeeper, stuck_note
 from .logs import (
-    ATTEMPTS_DIR,
-    OUTCOMES_DIR,
+    AttemptLogs,
     Row,
     SummaryIndex,
     fields,
     row_of,
     summary_of,
 )
-
-if TYPE_CHECKING:
-    from .store import FileStore
 
 _TIPS = 4096  # runs whose tip this process keeps, to append and update rows without a reload
 ROW_EVERY = 1.0  # seconds between the index rows of a run appended to under a lease
@@ -63,7 +59,7 @@ class Tip:
     def follows(self, fd: int, st: os.stat_result) -> bool:
         """The journal (``fd``, ``st`` its fstat, under its lock) is this tip's, grown or as
         it was: its line at the tip is the record this process wrote last, whole (as the
-        line an append takes its seq from must be: see FileStore._last_seq)."""
+        line an append takes its seq from must be: see journals.last_seq)."""
         if st.st_ino != self.ino or st.st_size < self.offset or self.offset <= self.line_at:
             return False
         line = os.pread(fd, self.offset - self.line_at, self.line_at)
@@ -92,11 +88,16 @@ class Tip:
 
 class SummaryKeeper:
     """A FileStore's summaries: the index, and the tips of the runs this process appended to
-    (so that an append updates its run's row without reading the journal)."""
+    (so that an append updates its run's row without reading the journal). It reads the
+    journals, the attempt logs (last outcomes) and the leases (who holds a run), nothing else
+    of the store."""
 
-    def __init__(self, store: FileStore) -> None:
-        self.store = store
-        self.index = SummaryIndex(store.dir)
+    def __init__(self, journals: JournalFiles, attempts: AttemptLogs, leases: LeaseKeeper) -> None:
+        self.journals = journals
+        self.attempts = attempts
+        self.leases = leases
+        self.dir = journals.dir
+        self.index = SummaryIndex(journals.dir)
         self._tips: OrderedDict[str, Tip] = OrderedDict()
         self._tips_lock = threading.Lock()
 
@@ -162,12 +163,12 @@ class SummaryKeeper:
         and its last outcome (read again when the attempts log moved)."""
         if tip.fold is None:
             f = Fold()
-            for r in self.store.load(run_id):
+            for r in self.journals.load(run_id):
                 f.add(r)
             tip.fold = f
         attempts = self._attempts_size(run_id)
         if attempts != tip.attempts:
-            tip.outcome = self.store.last_outcome(run_id) if attempts else None
+            tip.outcome = self.attempts.last_outcome(run_id) if attempts else None
             tip.attempts = attempts
         return row_of(summarize(run_id, tip.fold, tip.outcome), journal_stamp(st))
 
@@ -185,7 +186,7 @@ class SummaryKeeper:
         with self._tips_lock:
             tip = self._tips.get(run_id)
         try:
-            st = os.stat(self.store._journal(run_id), follow_symlinks=False)
+            st = os.stat(self.journals.path(run_id), follow_symlinks=False)
             if (
                 tip is not None
                 and tip.fold is not None
@@ -197,7 +198,7 @@ class SummaryKeeper:
                 if outcome is not None:
                     tip.outcome = outcome
                 else:
-                    tip.outcome = self.store.last_outcome(run_id)
+                    tip.outcome = self.attempts.last_outcome(run_id)
                 tip.row_at = time.monotonic()
                 self.index.add([row_of(summarize(run_id, tip.fold, tip.outcome), stamp)])
             else:
@@ -206,12 +207,7 @@ class SummaryKeeper:
             pass
 
     def _attempts_size(self, run_id: str) -> int:
-        try:
-            return os.stat(
-                f"{self.store._prefix}{ATTEMPTS_DIR}/{run_id}.jsonl", follow_symlinks=False
-            ).st_size
-        except OSError:
-            return 0
+        return self.attempts.size(run_id)
 
     def summaries(self) -> list[Summary]:
         """Every run's status line. Reads the index, one directory listing and the held
@@ -220,7 +216,7 @@ class SummaryKeeper:
         listed = rows.pop(logs.LISTING, None)
         # The root's mtime moves only when a journal is created or removed (appends do not):
         # unchanged since the last full listing, the index already names every run.
-        root_mtime = os.stat(self.store.root).st_mtime_ns
+        root_mtime = os.stat(self.dir.root).st_mtime_ns
         fresh = []
         if listed is not None and listed[1] == logs.stamp_of(root_mtime, 0):
             journals = {i: logs.is_regular(line) for i, line in rows.items()}
@@ -237,15 +233,14 @@ class SummaryKeeper:
         with_attempts: set[str] | None = None
         # A leased run shows as running whatever its row says, and its holder writes rows
         # now and then (see appended): a row behind its journal is rebuilt only once free.
-        held = self.store.leases.held()
+        held = self.leases.held()
         for run_id, stamp in self.stamps(unsettled).items():
             line = rows.get(run_id)
             if line is not None and run_id in held and fields(line)[0] != _IRREGULAR:
                 continue
             if line is None or fields(line)[0] != stamp:
                 if with_attempts is None:  # one listing, not a failed open per new run
-                    with_attempts = set(self.store.dir.listing(ATTEMPTS_DIR, ".jsonl"))
-                    with_attempts |= set(self.store.dir.listing(OUTCOMES_DIR, ".json"))
+                    with_attempts = self.attempts.runs()
                 row = self.rebuild(run_id, stamp, run_id in with_attempts)
                 rows[run_id] = logs.joined(row)
                 fresh.append(row)
@@ -267,7 +262,7 @@ class SummaryKeeper:
         stamp = self.stamps([run_id]).get(run_id)
         if stamp is None:
             return None
-        holder = self.store.lease_holder(run_id)
+        holder = self.leases.probe(run_id)
         return summary_of(self.rebuild(run_id, stamp), holder is not None, stuck_note(holder))
 
     def rebuild(self, run_id: str, stamp: str, attempts: bool = True) -> logs.Row:
@@ -276,20 +271,20 @@ class SummaryKeeper:
         if stamp == _IRREGULAR:
             return _corrupt_row(run_id, stamp, self._why_not_regular(run_id))
         try:
-            records = self.store.load(run_id)
+            records = self.journals.load(run_id)
         except DurableAgentError as e:
             return _corrupt_row(run_id, stamp, str(e))
         f = Fold()
         for r in records:
             f.add(r)
-        outcome = self.store.last_outcome(run_id) if attempts else None
+        outcome = self.attempts.last_outcome(run_id) if attempts else None
         return row_of(summarize(run_id, f, outcome), stamp)
 
     def _journal_names(self) -> dict[str, bool]:
         """``{run: whether its journal is a regular file}`` (one listing, no stat)."""
         out: dict[str, bool] = {}
         try:
-            with os.scandir(self.store.root) as entries:
+            with os.scandir(self.dir.root) as entries:
                 for e in entries:
                     name = e.name
                     if name.endswith(".jsonl") and valid_run_id(run_id := name[:-6]):
@@ -297,14 +292,14 @@ class SummaryKeeper:
         except FileNotFoundError:
             return {}
         except OSError as e:
-            raise StoreError(f"cannot list the store {self.store.root}: {e.strerror}") from None
+            raise StoreError(f"cannot list the store {self.dir.root}: {e.strerror}") from None
         return out
 
     def stamps(self, run_ids: list[str]) -> dict[str, str]:
         """``{run: "size:mtime_ns"}`` (the journal's stamp), "-1:0" for one that is not a regular
         file; a journal gone meanwhile is left out."""
         out: dict[str, str] = {}
-        prefix = self.store._prefix
+        prefix = self.journals.prefix
         for run_id in run_ids:
             try:
                 st = os.stat(f"{prefix}{run_id}.jsonl", follow_symlinks=False)
@@ -315,7 +310,7 @@ class SummaryKeeper:
 
     def _why_not_regular(self, run_id: str) -> str:
         try:
-            fd = self.store.dir.open_regular(self.store._journal(run_id), O_READ)
+            fd = self.dir.open_regular(self.journals.path(run_id), O_READ)
         except FileNotFoundError:
             return "the journal disappeared"
         except StoreError as e:
