@@ -1,38 +1,74 @@
 """The main screen's actions that open a dialog on the selected run and write through it:
 approve, reconcile, retry, fork, the recovery plan, and the word on a key that does not apply.
 
-A mixin of SupervisorApp (kept apart from the app's layout and live updates). Every write runs
+A base of SupervisorApp (kept apart from the app's layout and live updates), typed to the
+small ``Host`` it needs of it, never to the app itself. Every write runs
 in a dialog's thread worker, through ``_act``, ``_retry`` or ``_fork``: the only places the TUI
 writes to a store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from textual import work
+from textual.app import App
 
-from durableagent import RunStatus, RunView, plan
+from durableagent import RunStatus, RunView, Summary, plan
 from durableagent.fork import fork, fork_points
 
 from .actions import Decision, Failures, Pin, failure_state, retry_failed, write_decision
 from .dialogs import ApproveDialog, ForkDialog, PlanScreen, ReconcileDialog, RetryDialog
 from .dialogs.base import login_name
+from .runs_model import RunRows
+from .runs_table import RunsTable
 from .styles import LOOKS
+from .timeline import Timeline
+from .tracker import StoreTracker
+
+
+class Host(Protocol):
+    """What the actions need of the app they are part of (SupervisorApp): the store's
+    tracker, the runs and the selection, and where a fork's new run is to be selected."""
+
+    tracker: StoreTracker
+    rows: RunRows
+    read_only: bool
+    hints: Mapping[str, str]
+    clock: Callable[[], float]
+    _jump_to: str | None
+
+    @property
+    def table(self) -> RunsTable: ...
+
+    @property
+    def timeline(self) -> Timeline: ...
+
+    @property
+    def selected(self) -> Summary | None: ...
+
+    @property
+    def selected_view(self) -> RunView | None: ...
+
+    def _jump(self) -> None: ...
+
 
 if TYPE_CHECKING:
-    from .app import SupervisorApp
 
-    _Base = SupervisorApp
+    class _Base(App[int], Host):
+        """The app, as the actions see it (the Host's members are SupervisorApp's)."""
+
 else:
-    _Base = object
+    _Base = App
 
 
 class DialogActions(_Base):
     """Open the dialog an action needs, on the selected run as it is now."""
 
-    def _with_view(self, want: RunStatus | None, open_it: Callable[[RunView], None]) -> None:
+    _jump_to: str | None
+
+    def _with_view(self, want: RunStatus | None, open_it: Callable[[RunView], object]) -> None:
         """Call ``open_it`` with the selected run whole: the timeline's view when it is as
         new as the run's summary, else one read off the loop first. Nothing when the run is
         no longer ``want`` (or not selected) by then."""
@@ -47,13 +83,13 @@ class DialogActions(_Base):
 
     @work(thread=True, exclusive=True, group="dialog", exit_on_error=False)
     def _read_then_open(
-        self, rid: str, want: RunStatus | None, open_it: Callable[[RunView], None]
+        self, rid: str, want: RunStatus | None, open_it: Callable[[RunView], object]
     ) -> None:
         view = self.tracker.view(rid)
         self.call_from_thread(self._open_if_still, rid, want, view, open_it)
 
     def _open_if_still(
-        self, rid: str, want: RunStatus | None, view: RunView, open_it: Callable[[RunView], None]
+        self, rid: str, want: RunStatus | None, view: RunView, open_it: Callable[[RunView], object]
     ) -> None:
         if len(self.screen_stack) > 1 or self.table.selected_run != rid:
             return  # a dialog came up, or the cursor moved on, meanwhile

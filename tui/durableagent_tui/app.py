@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
@@ -61,7 +61,7 @@ def store_label(store: Store) -> str:
     return str(getattr(store, "description", store))
 
 
-class SupervisorApp(DialogActions, App[int]):
+class SupervisorApp(DialogActions):
     """``agentrun tui``: watch a store's runs and unblock the ones that need a human."""
 
     CSS_PATH = "app.tcss"

@@ -73,7 +73,8 @@ def summary(record: Record) -> str:
 def signal_text(data: dict[str, Any]) -> str:
     """``approve tool/1/1/x by alice: looks fine`` or ``reconcile done "T-9" by bob``."""
     name = data.get("name")
-    payload = data.get("payload") if isinstance(data.get("payload"), dict) else {}
+    given = data.get("payload")
+    payload: dict[str, Any] = given if isinstance(given, dict) else {}
     if name == "reconcile":
         what = f"reconcile {payload.get('outcome')}"
         if payload.get("outcome") == "done":
