@@ -9,6 +9,7 @@ reconciliations are signals appended to the journal.
 from typing import TYPE_CHECKING
 
 from .audit import Audit, Decision, audit, decisions
+from .calls import marker_for, marker_step
 from .errors import (
     AgentLostError,
     AgentStartError,
@@ -39,7 +40,7 @@ from .errors import (
 )
 from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .fork import ForkPlan, fork, fork_points, forks_of, plan_fork
-from .gate import Pending, PolicyGate, gate_for, marker_for, marker_step
+from .gate import Pending, PolicyGate, gate_for
 from .ids import check_run_id, valid_run_id
 from .journal import Journal, Reconcile, idempotency_key
 from .lineage import ForkedFrom, forked_from

@@ -12,10 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .calls import marker_step, requested_markers
 from .errors import DurableAgentError
 from .fold import RunStatus
-from .fork import requested_markers
-from .gate import marker_step
 from .ids import check_run_id
 from .lineage import forked_from
 from .record import SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields

@@ -25,12 +25,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .calls import marker_step, replies, requested_markers
 from .errors import CorruptJournalError, ForkError, RunNotFoundError
-from .gate import marker_for, marker_step
 from .ids import check_run_id
 from .journal import StepIndex
 from .lineage import ForkedFrom, forked_from, unfinished_fork
-from .messages import Message
 from .record import (
     RUN_COMPLETED,
     RUN_STARTED,
@@ -242,31 +241,10 @@ def _cut(records: Sequence[Record], run_id: str, at_step: str) -> int:
     )
 
 
-def _model_results(records: Sequence[Record]) -> dict[int, Message]:
-    """Each model turn's first recorded reply, by turn number."""
-    out: dict[int, Message] = {}
-    for r in records:
-        turn = _turn(r.step)
-        if r.type == STEP_COMPLETED and turn is not None and turn not in out:
-            try:
-                out[turn] = Message.from_dict(r.data)
-            except (ValueError, TypeError, KeyError):
-                continue
-    return out
+_model_results = replies
 
 
 _turn = model_turn
-
-
-def requested_markers(records: Sequence[Record]) -> dict[str, str]:
-    """``{tool step: marker}`` for every call a recorded model step asked for (its first
-    reply: the one that counts)."""
-    out: dict[str, str] = {}
-    for turn, msg in _model_results(records).items():
-        for i, call in enumerate(msg.tool_calls):
-            step = tool_step(turn, i, call.name)
-            out[step] = marker_for(step, call.arguments)
-    return out
 
 
 def _next_steps(records: Sequence[Record]) -> list[str]:

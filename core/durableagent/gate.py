@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -131,14 +129,3 @@ class Pending:
             dict(d.get("arguments") or {}),
             policy if isinstance(policy, str) else "",
         )
-
-
-def marker_for(step: str, arguments: dict[str, Any]) -> str:
-    """``step#digest``: an approval binds to this step with exactly these arguments."""
-    canon = json.dumps(arguments, sort_keys=True, separators=(",", ":"))
-    return f"{step}#{hashlib.sha256(canon.encode()).hexdigest()[:12]}"
-
-
-def marker_step(marker: str) -> str:
-    """The step a marker names (everything before the last ``#``)."""
-    return marker.rpartition("#")[0]

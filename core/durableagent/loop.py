@@ -6,8 +6,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .calls import marker_for
 from .errors import MaxTurnsExceeded, ToolNameCollisionError
-from .gate import Pending, PolicyGate, describe_policy, marker_for, policy_source
+from .gate import Pending, PolicyGate, describe_policy, policy_source
 from .messages import Message, StepKind, ToolCall
 from .models.base import Model
 from .steps import model_step, tool_step

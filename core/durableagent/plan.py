@@ -18,11 +18,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .gate import PolicyGate, marker_for
+from .calls import Call, requested_calls
+from .gate import PolicyGate
 from .messages import Message
 from .outcome import Outcome, Status
 from .record import RUN_COMPLETED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
-from .steps import model_step, model_turn, step_tool_name, step_turn, tool_step
+from .steps import model_step, model_turn, step_tool_name, step_turn
 
 
 class PlanAction(enum.StrEnum):
@@ -112,12 +113,7 @@ class _Step:
     reconcile: Record | None = None  # the latest reconcile signal
 
 
-@dataclass(frozen=True)
-class _Call:
-    step: str
-    tool: str
-    arguments: Any
-    marker: str | None
+_Call = Call
 
 
 def plan(
@@ -157,7 +153,7 @@ def plan(
         why = "the run is completed: run() returns its recorded answer and no step runs"
         return Plan(done, PlanEnding.COMPLETED, None, why)
 
-    calls = _calls(steps)
+    calls = requested_calls(records)
     pending = {
         p.marker: p.policy
         for p in (outcome.pending if outcome and outcome.status == Status.AWAITING_APPROVAL else ())
@@ -220,23 +216,6 @@ def plan(
 
 
 # -- the steps ---------------------------------------------------------------------------------
-
-
-def _calls(steps: dict[str, _Step]) -> dict[str, _Call]:
-    """Every tool call a recorded model step asked for, by its step name, in turn order."""
-    out: dict[str, _Call] = {}
-    for s in steps.values():
-        turn = _model_turn(s.name)
-        if turn is None or s.result is None:
-            continue
-        msg = _message(s.result.data)
-        if msg is None:
-            continue
-        for i, c in enumerate(msg.tool_calls):
-            name = tool_step(turn, i, c.name)
-            marker = marker_for(name, c.arguments) if isinstance(c.arguments, dict) else None
-            out[name] = _Call(name, c.name, c.arguments, marker)
-    return out
 
 
 def _next_step(steps: dict[str, _Step], calls: dict[str, _Call]) -> str | None:

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .calls import marker_for, marker_step, requested_call
 from .errors import (
     CorruptJournalError,
     DurableAgentError,
@@ -23,15 +24,14 @@ from .errors import (
     SignalError,
     StoreUnavailableError,
 )
-from .gate import PolicyGate, marker_for, marker_step
+from .gate import PolicyGate
 from .ids import check_run_id
 from .journal import Journal, Reconcile, StepIndex, deny_reason
 from .lineage import unfinished_fork
 from .loop import AgentConfig, run_loop
 from .messages import Message
 from .outcome import Outcome, Status
-from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, Record, signal_fields
-from .steps import model_step, parse_step
+from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, Record, signal_fields
 from .stores import Lease, Store
 
 SIGNALS = ("approve", "deny", "reconcile", "move")
@@ -405,19 +405,8 @@ def _check_decision(
             )
 
 
-def _requested_call(records: list[Record], step: str) -> dict[str, Any] | None:
+def _requested_call(records: list[Record], step: str) -> Any:
     """The arguments of the call ``step`` names, from the model step that requested it."""
-    parsed = parse_step(step)
-    if parsed is None or parsed.index is None:
-        return None
-    llm, index, tool = model_step(parsed.turn), parsed.index, parsed.tool
-    for r in records:
-        if r.type == STEP_COMPLETED and r.step == llm:
-            try:
-                calls = Message.from_dict(r.data).tool_calls
-            except ValueError:
-                return None
-            if index < len(calls) and calls[index].name == tool:
-                return calls[index].arguments
-            return None
+    call = requested_call(records, step)
+    return None if call is None else call.arguments
     return None

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .calls import requested_calls
 from .errors import DurableAgentError
 from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .gate import Pending
@@ -22,7 +23,6 @@ from .record import (
     STEP_STARTED,
     Record,
 )
-from .steps import model_turn, tool_step
 from .stores import Store
 from .takeover import late_write_note
 
@@ -130,7 +130,7 @@ def view_run(
     index = StepIndex(records)
     status_fold = Fold()  # the status, as the stores' summaries compute it
     steps: dict[str, dict[str, Any]] = {}
-    calls: dict[str, ToolCall] = {}
+    calls = {step: c.call for step, c in requested_calls(records).items()}
     signals: list[Record] = []
     completed: Message | None = None
     run_input: tuple[Message, ...] = ()
@@ -153,7 +153,6 @@ def view_run(
                 s["completed_at"] = r.at
                 s["result"] = r.data
                 if r.kind == "model":
-                    _note_calls(r, calls)
                     s["usage"], s["model"] = _usage(r.data)
         elif t == SIGNAL:
             signals.append(r)
@@ -271,15 +270,3 @@ def _usage(data: Any) -> tuple[Tokens | None, str | None]:
     u = msg.usage or {}
     tokens = Tokens(u.get("input_tokens", 0), u.get("output_tokens", 0)) if u else None
     return tokens, msg.model
-
-
-def _note_calls(r: Record, calls: dict[str, ToolCall]) -> None:
-    """Remember which tool call each tool step of this model turn runs."""
-    msg = _message(r.data)
-    if msg is None:
-        return
-    turn = model_turn(r.step)
-    if turn is None:
-        return
-    for i, c in enumerate(msg.tool_calls):
-        calls[tool_step(turn, i, c.name)] = c
