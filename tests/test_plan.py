@@ -367,3 +367,34 @@ def test_the_plan_never_promises_what_the_journal_cannot_keep(
         assert all(s.action in (UNREACHED, WAITING) for s in after)
     else:
         assert p.stops_at is None
+
+
+@pytest.mark.parametrize(
+    "outcome, result, want",
+    [("done", "T-9", DONE), ("retry", None, AGAIN), ("nonsense", None, AGAIN)],
+)
+async def test_the_plan_says_what_the_journal_does_with_an_open_idempotent_write_a_human_settled(
+    outcome: str, result: str | None, want: PlanAction
+) -> None:
+    """The plan rests on the journal's own index and rules: an idempotent write reconciled
+    done gets the human's result (not a re-run with its key), whatever else runs it again."""
+    from durableagent import Journal, StepKind
+    from durableagent.stores import FileStore
+
+    j = J().ticket_turn().start(T2, write=True, idempotent=True).reconcile(T2, outcome, result)
+    (step,) = [s for s in plan(j.records).steps if s.step == T2]
+    assert step.action == want
+    called: list[str] = []
+
+    async def call() -> Any:
+        called.append("called")
+        return {"content": "T-again", "is_error": False}
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        got = await Journal(FileStore(tmp), "r", list(j.records)).run_step(
+            T2, StepKind.TOOL, call, write=True, idempotent=True
+        )
+    assert (called == []) == (want == DONE)
+    assert got["content"] == ("T-9" if want == DONE else "T-again")

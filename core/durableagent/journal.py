@@ -105,6 +105,7 @@ class StepIndex:
         self.reconciled: dict[str, Record] = {}  # the latest reconcile signal
         self.denied: dict[str, str] = {}  # marker -> what the model reads (the first deny)
         self.halt: Record | None = None  # the signal that stops the run (a move)
+        self.kinds: dict[str, str] = {}  # every step's kind, in the order steps first appear
         for r in records:
             self.add(r)
 
@@ -112,8 +113,10 @@ class StepIndex:
         if r.type == STEP_STARTED:
             self.started[r.step] = r
             self.starts[r.step] = self.starts.get(r.step, 0) + 1
+            self.kinds.setdefault(r.step, r.kind)
         elif r.type == STEP_COMPLETED:
             self.completed.setdefault(r.step, r)
+            self.kinds.setdefault(r.step, r.kind)
         elif r.type == SIGNAL:
             name, payload, by, why = signal_fields(r)
             if name == "reconcile":

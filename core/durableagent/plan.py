@@ -20,9 +20,10 @@ from typing import Any
 
 from .calls import Call, requested_calls
 from .gate import PolicyGate
+from .journal import StepIndex
 from .messages import Message
 from .outcome import Outcome, Status
-from .record import RUN_COMPLETED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
+from .record import RUN_COMPLETED, SIGNAL, Record, signal_fields
 from .steps import model_step, model_turn, step_tool_name, step_turn
 
 
@@ -108,9 +109,9 @@ class Plan:
 class _Step:
     name: str
     kind: str
-    start: Record | None = None  # the latest step.started
-    result: Record | None = None  # the first step.completed
-    reconcile: Record | None = None  # the latest reconcile signal
+    start: Record | None  # the latest step.started
+    result: Record | None  # the first step.completed
+    index: StepIndex  # the journal's index, whose rules decide what replay does
 
 
 _Call = Call
@@ -125,17 +126,17 @@ def plan(
     only what the journal says. No I/O; never raises on a hand-made journal."""
     if not records:
         return Plan((), PlanEnding.NOT_STARTED, None, "the run has no records: nothing to plan")
-    steps: dict[str, _Step] = {}
+    # The journal's own index of its steps: the plan reads the records exactly as the next
+    # attempt's Journal will (the same latest start, first result, reconcile that counts).
+    index = StepIndex(records)
+    steps = {
+        name: _Step(name, kind, index.started.get(name), index.completed.get(name), index)
+        for name, kind in index.kinds.items()
+        if name
+    }
     decided: dict[str, Record] = {}  # marker -> its first deny, else its first approval
-    completed = False
     for r in records:
-        if r.type in (STEP_STARTED, STEP_COMPLETED) and r.step:
-            entry = steps.setdefault(r.step, _Step(r.step, r.kind))
-            if r.type == STEP_STARTED:
-                entry.start = r
-            elif entry.result is None:
-                entry.result = r
-        elif r.type == SIGNAL:
+        if r.type == SIGNAL:
             name, payload, _, _ = signal_fields(r)
             marker = str(payload.get("marker"))
             if name == "approve":
@@ -144,11 +145,7 @@ def plan(
                 first = decided.get(marker)
                 if first is None or signal_fields(first)[0] != "deny":
                     decided[marker] = r  # a deny wins over an approval
-            elif name == "reconcile" and r.step in steps:
-                steps[r.step].reconcile = r
-        elif r.type == RUN_COMPLETED:
-            completed = True
-    if completed:
+    if any(r.type == RUN_COMPLETED for r in records):
         done = tuple(_replay(e) for e in steps.values() if e.result is not None)
         why = "the run is completed: run() returns its recorded answer and no step runs"
         return Plan(done, PlanEnding.COMPLETED, None, why)
@@ -288,37 +285,38 @@ def _journaled(s: _Step, call: _Call | None) -> PlanStep:
             f"a refused call started at seq {start} with no result: refused again, the tool "
             "is not called",
         )
-    if not write:
+    # What Journal.run_step does with an open step, rule for rule.
+    index = s.index
+    if not index.is_write(s.name):
         return step(PlanAction.RERUN, f"a read started at seq {start} with no result: run again")
-    if idem:
+    verdict = index.reconcile_for(s.name)
+    if verdict is None and index.is_idempotent(s.name):
         return step(
             PlanAction.RERUN,
             f"an idempotent write{cls} started at seq {start} with no result: run again with "
             "the same idempotency key, which its system deduplicates on",
         )
-    rec = s.reconcile if s.reconcile is not None and s.reconcile.seq > start else None
-    if rec is not None:
-        _, payload, by, _ = signal_fields(rec)
-        who = f" by {by}" if by else ""
-        if payload.get("outcome") == "done":
-            result = payload.get("result")
-            shown = f" {result!r}" if isinstance(result, str) else ""
-            return step(
-                PlanAction.HUMAN_DONE,
-                f"reconciled done{who} (seq {rec.seq}): their result{shown} is recorded as "
-                "the write's; the tool is not called",
-                rec.seq,
-            )
-        if payload.get("outcome") == "retry":
-            return step(
-                PlanAction.RUN_AGAIN,
-                f"reconciled retry{who} (seq {rec.seq}): the write runs again",
-                rec.seq,
-            )
+    if verdict is None:
+        return step(
+            PlanAction.BLOCKED,
+            f"a write{cls} started at seq {start} with no result and no reconcile: it may or "
+            "may not have happened; the attempt stops here until a human reconciles it",
+        )
+    rec = index.reconciled[s.name]
+    by = signal_fields(rec)[2]
+    who = f" by {by}" if by else ""
+    if verdict.outcome == "done":
+        shown = f" {verdict.result!r}" if verdict.result is not None else ""
+        return step(
+            PlanAction.HUMAN_DONE,
+            f"reconciled done{who} (seq {rec.seq}): their result{shown} is recorded as the "
+            "write's; the tool is not called",
+            rec.seq,
+        )
     return step(
-        PlanAction.BLOCKED,
-        f"a write{cls} started at seq {start} with no result and no reconcile: it may or may "
-        "not have happened; the attempt stops here until a human reconciles it",
+        PlanAction.RUN_AGAIN,
+        f"reconciled retry{who} (seq {rec.seq}): the write runs again",
+        rec.seq,
     )
 
 
