@@ -85,7 +85,7 @@ def test_the_demo_shows_an_idempotent_write_resume_and_another_write_wait(tmp_pa
     p = agentrun("show", "crm-access", "--store", str(root), cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "check      look in " in p.stdout and "outbox.json" in p.stdout
-    assert "write, idempotent" in p.stdout
+    assert "idempotent write started" in p.stdout
 
 
 def test_demo_reuses_its_store_and_rebuilds_it_only_when_asked(tmp_path: Path) -> None:

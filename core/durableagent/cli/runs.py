@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from operator import attrgetter
 from typing import Any
 
+from ..describe import record_line
 from ..fold import Fold, RunStatus, Summary
 from ..fork import forks_of
 from ..ids import check_run_id
@@ -19,7 +20,7 @@ from ..labels import ATTENTION_RANK, ago
 from ..lineage import ForkedFrom
 from ..messages import Message
 from ..plan import Plan, plan
-from ..record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
+from ..record import Record
 from ..run import submit
 from ..steps import step_tool_name
 from ..stores import Store
@@ -258,72 +259,11 @@ def _watch(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
-def _describe(r: Record) -> str:
-    data = r.data if isinstance(r.data, dict) else {}
-    if r.type == RUN_STARTED:
-        msgs = data.get("input") or []
-        first = msgs[0].get("content", "") if msgs and isinstance(msgs[0], dict) else ""
-        return f"input: {one_line(first)}"
-    if r.type == STEP_STARTED:
-        source = data.get("classified_by")
-        by = f" (class from {clean(source)})" if isinstance(source, str) and source else ""
-        refused = ", refused" if data.get("refused") is True else ""
-        if data.get("write") is not True:
-            return f"read{refused}{by}" if by or refused else ""
-        kind = "write, idempotent" if data.get("idempotent") is True else "write"
-        return kind + refused + by
-    if r.type == STEP_COMPLETED:
-        if r.kind == "model":
-            calls = data.get("tool_calls") or []
-            if calls:
-                return (
-                    "asks "
-                    + ", ".join(
-                        f"{clean(c.get('name'))}({one_line(args_text(c.get('arguments')), 60)})"
-                        for c in calls
-                        if isinstance(c, dict)
-                    )
-                    + _usage_text(data)
-                )
-            return f"answer: {one_line(data.get('content', ''))}{_usage_text(data)}"
-        error = " (error)" if data.get("is_error") else ""
-        return f"result{error}: {one_line(data.get('content', ''))}"
-    if r.type == SIGNAL:
-        payload = data.get("payload") or {}
-        what = clean(data.get("name"))
-        if what == "reconcile":
-            what += f" {clean(payload.get('outcome'))}"
-            if payload.get("result") is not None:
-                what += f": {one_line(payload.get('result'), 40)}"
-        else:
-            what += f" {clean(payload.get('marker'))}"
-        if data.get("by"):
-            what += f" by {clean(data['by'])}"
-        if data.get("reason"):
-            what += f" ({one_line(data['reason'], 60)})"
-        return what
-    if r.type == RUN_COMPLETED:
-        msg = data.get("message") or {}
-        return f"answer: {one_line(msg.get('content', '') if isinstance(msg, dict) else '')}"
-    return ""
-
-
-def _usage_text(data: dict[str, Any]) -> str:
-    """`` [120 in, 13 out tokens]`` for a recorded reply that says what it used."""
-    try:
-        u = Message.from_dict(data).usage
-    except (ValueError, TypeError, KeyError):  # journal text: an odd reply shows no usage
-        return ""
-    if not u:
-        return ""
-    return f"  [{u.get('input_tokens', 0)} in, {u.get('output_tokens', 0)} out tokens]"
-
-
 def timeline_line(r: Record) -> str:
     """One record as a line of ``show``'s timeline."""
     when = time.strftime("%H:%M:%S", time.localtime(r.at))
     step = clean(r.step) if r.step else ""
-    return f"  {r.seq:>4}  {when}  {r.type:<14} {step:<28} {_describe(r)}".rstrip()
+    return f"  {r.seq:>4}  {when}  {r.type:<14} {step:<28} {record_line(r)}".rstrip()
 
 
 def cmd_show(args: argparse.Namespace) -> int:
