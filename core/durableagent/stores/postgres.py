@@ -291,6 +291,8 @@ class PostgresStore:
         try:
             got = self._db.read("reading a run", lambda c: c.execute(*_q("state", args)).fetchone())
             records = self.load(run_id)
+        except StoreUnavailableError:
+            raise  # the server did not answer: that says nothing about the journal
         except DurableAgentError as e:
             return corrupt_summary(run_id, str(e))
         version = 0 if got is None else got[1]
