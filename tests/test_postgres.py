@@ -305,7 +305,7 @@ def refused(p: subprocess.CompletedProcess[str]) -> str:
 def test_a_url_that_does_not_connect_is_one_line_and_exit_1():
     pgserver.require()
     line = refused(agentrun("ls", "--store", "postgresql://postgres@127.0.0.1:1/test"))
-    assert line.startswith("agentrun ls: cannot connect to PostgreSQL at")
+    assert line.startswith("agentrun ls: store unavailable: cannot connect to PostgreSQL at")
     assert "127.0.0.1:1/test" in line
 
 

@@ -4,11 +4,14 @@ did not answer". The server is made unreachable for real: a proxy in front of it
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pgserver
 import pytest
 from pgproxy import Proxy
+from procs import child_env
 
 from durableagent import (
     Message,
@@ -18,6 +21,7 @@ from durableagent import (
     submit,
     view_store,
 )
+from durableagent.cli import main as cli
 from durableagent.stores.postgres import PostgresStore
 
 
@@ -77,3 +81,44 @@ def test_a_listing_that_rebuilds_a_summary_says_unavailable_when_the_server_goes
     monkeypatch.setattr(store, "load", load_then_cut)
     with pytest.raises(StoreUnavailableError):
         store.summaries()
+
+
+@pytest.mark.parametrize(
+    "command", [["ls"], ["ls", "--json"], ["show", "r1"], ["show", "r1", "--json"]]
+)
+def test_agentrun_says_store_unavailable_in_one_line(
+    proxied: tuple[PostgresStore, Proxy], command: list[str]
+):
+    _, proxy = proxied
+    proxy.down()
+    p = subprocess.run(
+        [sys.executable, "-m", "durableagent.cli", *command, "--store", proxy.url()],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
+    assert p.returncode == 1
+    assert p.stdout == ""
+    (line,) = p.stderr.splitlines()
+    assert line.startswith(
+        f"agentrun {command[0]}: store unavailable: cannot connect to PostgreSQL"
+    )
+    # Then libpq's reason: refused, or closed at once (the cut proxy's listener).
+    assert f"127.0.0.1:{proxy.port}/test" in line and "connection" in line.split(": ", 3)[3]
+
+
+def test_agentrun_show_says_store_unavailable_when_the_server_goes_after_it_connected(
+    proxied: tuple[PostgresStore, Proxy],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+):
+    store, proxy = proxied
+    for module in ("runs", "common"):
+        monkeypatch.setattr(f"durableagent.cli.{module}.store_of", lambda *a, **k: store)
+    proxy.down()
+    assert cli(["show", "r1"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    (line,) = err.splitlines()
+    assert line.startswith("agentrun show: store unavailable: lost PostgreSQL at ")
