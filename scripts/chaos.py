@@ -131,6 +131,7 @@ class Report:
     reconciled: Counter[str] = field(default_factory=Counter)
     failed_retried: list[str] = field(default_factory=list)
     worker_exits: list[str] = field(default_factory=list)
+    start_refused: list[str] = field(default_factory=list)  # the store down when it started
     human_errors: list[str] = field(default_factory=list)
     log_lines: Counter[str] = field(default_factory=Counter)
     workdir: str = ""
@@ -172,7 +173,9 @@ class Report:
             f"ledger has nothing): {len(self.lost_effects)}",
             f"human: reconciled {kv(self.reconciled)}; failed runs retried "
             f"{len(self.failed_retried)}",
-            f"worker exits not caused by the chaos run: {len(self.worker_exits)}",
+            f"worker exits not caused by the chaos run: {len(self.worker_exits)}; workers "
+            f"that found the store down when they started (and exited 1): "
+            f"{len(self.start_refused)}",
             f"errors met by the human: {len(self.human_errors)}",
             f"worker log: {kv(self.log_lines)}",
         ]
@@ -184,6 +187,7 @@ class Report:
             ("lost effect", self.lost_effects),
             ("failed run retried", self.failed_retried),
             ("worker exit", self.worker_exits),
+            ("worker start refused", self.start_refused),
             ("human error", self.human_errors),
         ):
             lines += [f"  {title}: {item}" for item in items[:20]]
@@ -391,6 +395,12 @@ class Chaos:
         if kind == "restart":
             self.restart_server()
             return
+        if kind == "stop":  # one worker at least must go on serving: wait for a wake-up
+            deadline = time.monotonic() + self.opts.stop_for[1] + 1
+            while len(self._serving()) < 2 and time.monotonic() < deadline:
+                self.wake_due()
+                self.reap_exits()
+                time.sleep(0.02)
         w = self._target()
         if w is None:
             self.report.faults[f"{kind} skipped"] += 1
@@ -398,14 +408,18 @@ class Chaos:
         {"kill": self.kill, "stop": self.stop, "terminate": self.terminate}[kind](w)
 
     def reap_exits(self) -> None:
-        """A worker that exited on its own is a finding; start another in its place."""
+        """A worker that exited on its own is a finding; start another in its place (as a
+        process supervisor would). One that could not reach the store when it started (the
+        server restarting) says so and exits 1: counted apart, not a failure."""
         for w in list(self.workers):
             if not w.alive() and not w.killed:
                 w.reap()
                 tail = w.log.read_text(errors="replace").strip().splitlines()[-3:]
-                self.report.worker_exits.append(
-                    f"pid {w.pid} exit {w.proc.returncode}: {' | '.join(tail)}"
-                )
+                said = f"pid {w.pid} exit {w.proc.returncode}: {' | '.join(tail)}"
+                if w.proc.returncode == 1 and len(tail) == 1 and "store unavailable" in tail[0]:
+                    self.report.start_refused.append(said)
+                else:
+                    self.report.worker_exits.append(said)
                 self.workers.remove(w)
                 self.start_worker()
 
