@@ -5,6 +5,7 @@ tests/pgserver.py), a schema per test, real worker processes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal as sig
 import subprocess
@@ -443,7 +444,7 @@ def refused(p: subprocess.CompletedProcess[str]) -> str:
 def test_a_url_that_does_not_connect_is_one_line_and_exit_1():
     pgserver.require()
     line = refused(agentrun("ls", "--store", "postgresql://postgres@127.0.0.1:1/test"))
-    assert line.startswith("agentrun ls: cannot connect to PostgreSQL at")
+    assert line.startswith("agentrun ls: store unavailable: cannot connect to PostgreSQL at")
     assert "127.0.0.1:1/test" in line
 
 
@@ -529,6 +530,66 @@ def test_a_worker_whose_connections_are_terminated_reconnects_and_finishes(
     submit(store, "r2", [Message("user", "and again")])  # found through the new feed or a look
     wait_for(lambda: finished(store, "r2"), timeout=30, why=f"r2 done:\n{w.log.read_text()}")
     assert w.proc.poll() is None
+
+
+PAUSED_IN_AN_APPEND = """
+import os, signal, sys
+from durableagent import LeaseLostError, Record, open_store
+store = open_store(sys.argv[1], lease_ttl=1)
+paused = []
+
+def pause(records):  # runs between the append's two round trips: the run's row is locked
+    if not paused:
+        paused.append(True)
+        print("paused", flush=True)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+with store.lease("r", owner="paused") as lease:
+    data = {"name": "note", "payload": {}, "by": None, "reason": None}
+    try:
+        store.append("r", Record.make("signal", "", "", data), check=pause, lease=lease)
+        print("appended", flush=True)
+    except LeaseLostError:
+        print("lost", flush=True)
+"""
+
+
+def test_a_holder_paused_inside_an_append_never_keeps_its_run_from_a_takeover(
+    store: PostgresStore, url: str
+):
+    """An append with a check holds the run's row lock between its two round trips. Its
+    holder paused right there (a GC pause, a frozen VM, SIGSTOP) would keep every other
+    process from taking the run over, or a human from signalling it, for as long as it is
+    paused: the server ends a session idle inside a transaction past the lease's ttl."""
+    store.append("r", started())
+    child = subprocess.Popen(
+        [sys.executable, "-c", PAUSED_IN_AN_APPEND, url],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "paused"
+        b = PostgresStore.from_url(url, lease_ttl=1)
+        taken: list[int] = []
+
+        def take() -> None:  # in a thread: a taker blocked on the row lock blocks for good
+            while not taken:
+                with contextlib.suppress(RunBusyError), b.lease("r", owner="new") as lease:
+                    taken.append(lease.epoch)
+                time.sleep(0.05)
+
+        threading.Thread(target=take, daemon=True).start()
+        wait_for(lambda: bool(taken), timeout=30, why="the run taken over from its paused holder")
+        assert taken == [2]
+        assert [r.type for r in store.load("r")] == ["run.started"]  # nothing of the paused one
+    finally:
+        child.send_signal(sig.SIGCONT)
+        out, _ = child.communicate(timeout=60)
+        b.close()
+    assert out.split() == ["lost"]  # woken, it finds its lease taken over and writes nothing
+    assert [r.type for r in store.load("r")] == ["run.started"]
 
 
 def test_a_worker_rides_out_its_server_going_away(

@@ -106,7 +106,7 @@ def test_agentrun_show_prints_tokens_per_run_and_per_model_step(
     assert "tokens   270 in, 17 out (287 in all)" in out
     lines = out.splitlines()
     asks = next(line for line in lines if "llm/1" in line and "step.completed" in line)
-    assert asks.endswith('asks lookup({"q": "x"})  [120 in, 13 out tokens]')
+    assert asks.endswith('asks lookup(q="x") [120 in, 13 out tokens]')
     answer = next(line for line in lines if "llm/2" in line and "step.completed" in line)
     assert answer.endswith("answer: Done.  [150 in, 4 out tokens]")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .calls import requested_calls
-from .errors import DurableAgentError
+from .errors import DurableAgentError, StoreUnavailableError
 from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .gate import Pending
 from .ids import check_run_id
@@ -217,11 +217,15 @@ def view_run(
 def view_store(store: Store, run_id: str) -> RunView:
     """Load and fold one run. A journal that does not load gives status ``corrupt`` with the
     message in ``.error`` (the line in ``.error_line``, what is wrong in ``.error_reason``); it
-    never raises for a bad journal. A bad run
-    id still raises InvalidRunIdError: that is the caller's mistake, not the journal's."""
+    never raises for a bad journal. A store that cannot be reached raises
+    StoreUnavailableError (with the reason): the server did not answer, which says nothing
+    about the journal. A bad run id still raises InvalidRunIdError: that is the caller's
+    mistake, not the journal's."""
     check_run_id(run_id)
     try:
         records = store.load(run_id)
+    except StoreUnavailableError:
+        raise
     except DurableAgentError as e:
         return RunView(
             run_id=run_id,

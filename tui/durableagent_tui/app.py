@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import suppress
 from functools import partial
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from rich.text import Text
 from textual import on, work
@@ -19,8 +19,9 @@ from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
+from textual.worker import Worker, WorkerState, get_current_worker
 
-from durableagent import NEEDS_HUMAN, RunStatus, RunView, Summary
+from durableagent import NEEDS_HUMAN, RunStatus, RunView, StoreUnavailableError, Summary
 from durableagent.stores import Store
 
 from .acting import DialogActions
@@ -33,6 +34,8 @@ from .runs_table import RunsTable
 from .timeline import Timeline
 from .tracker import Changes, Followed, StoreTracker
 
+_T = TypeVar("_T")
+
 LOOK_ONE_BY_ONE = 64  # more changed runs than this in one notice: read the summaries
 RESCAN_S = 30.0  # safety net for missed change notices (at least this often)
 POLL_S = 1.0  # --poll, or after a watch error (at least this often)
@@ -42,6 +45,7 @@ POLL_S = 1.0  # --poll, or after a watch error (at least this often)
 RESCAN_FACTOR = 400.0
 POLL_FACTOR = 20.0
 LEASE_S = 2.0  # a dead worker's lease makes no change notice
+PROBE_S = 5.0  # a change feed that lost its server says nothing: ask the store this often
 RETIME_S = 10.0
 
 
@@ -177,8 +181,17 @@ class SupervisorApp(DialogActions):
         since = time.monotonic()
         total = self.tracker.count()  # one listing: the header says how many while it loads
         self.call_from_thread(self.header.show_loading, total, since)
-        changes = self.tracker.scan()
+        while True:
+            try:
+                changes = self.tracker.scan()
+                break
+            except StoreUnavailableError as e:  # said in the header; tried again until it answers
+                self.call_from_thread(self.header.set_unreachable, str(e))
+                if get_current_worker().is_cancelled:
+                    return
+                time.sleep(POLL_S)
         self.load_seconds = time.monotonic() - since
+        self.call_from_thread(self.header.set_unreachable, None)
         self.call_from_thread(self._loaded, changes)
 
     def on_unmount(self) -> None:
@@ -202,6 +215,7 @@ class SupervisorApp(DialogActions):
             return
         self.set_interval(LEASE_S, self._check_leases)
         self.set_interval(RETIME_S, self._retime)
+        self.set_interval(PROBE_S, self._probe)
         self.rescan_s = max(RESCAN_S, RESCAN_FACTOR * self.load_seconds)
         if self.poll:
             self._start_polling()
@@ -229,7 +243,9 @@ class SupervisorApp(DialogActions):
                     await self._rescan()  # a rescan's worth: the summaries are cheaper
                     continue
                 # Refreshing off the loop while the feed keeps collecting coalesces a burst.
-                self.apply(await asyncio.to_thread(partial(self.tracker.refresh, ids)))
+                changes = await self._read(partial(self.tracker.refresh, ids))
+                if changes is not None:
+                    self.apply(changes)
         except Exception as e:  # the feed is best effort: polling keeps the screen live
             self.notify(
                 f"watching {self.label} failed ({e}); polling instead",
@@ -239,11 +255,43 @@ class SupervisorApp(DialogActions):
             self._start_polling("watch error")
 
     async def _rescan(self) -> None:
-        self.apply(await asyncio.to_thread(self.tracker.scan))
+        changes = await self._read(self.tracker.scan)
+        if changes is not None:
+            self.apply(changes)
 
     async def _check_leases(self) -> None:
         if self.tracker.running:  # nothing to look at while no run is running
-            self.apply(await asyncio.to_thread(self.tracker.recheck_leases))
+            changes = await self._read(self.tracker.recheck_leases)
+            if changes is not None:
+                self.apply(changes)
+
+    async def _probe(self) -> None:
+        """Find out that the store stopped answering, or (a rescan) that it answers again."""
+        if self.header.unreachable is not None:
+            await self._rescan()
+            return
+        await self._read(self.tracker.probe)
+
+    async def _read(self, fn: Callable[[], _T]) -> _T | None:
+        """``fn()`` off the loop; None, and the header saying so, when the store does not
+        answer (the screen stays as last seen: no run turns corrupt for it)."""
+        try:
+            got = await asyncio.to_thread(fn)
+        except StoreUnavailableError as e:
+            with suppress(NoMatches):  # shutting down
+                self.header.set_unreachable(str(e))
+            return None
+        with suppress(NoMatches):
+            self.header.set_unreachable(None)
+        return got
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A thread worker (a timeline's or a dialog's read) that found the store out of
+        reach: the header says so."""
+        error = event.worker.error
+        if event.state == WorkerState.ERROR and isinstance(error, StoreUnavailableError):
+            with suppress(NoMatches):
+                self.header.set_unreachable(str(error))
 
     def _retime(self) -> None:
         with suppress(NoMatches):  # shutting down
@@ -336,8 +384,17 @@ class SupervisorApp(DialogActions):
 
     @work(thread=True, exclusive=True, group="follow", exit_on_error=False)
     def _follow(self, rid: str) -> None:
-        followed = self.tracker.follow(rid)
+        try:
+            followed = self.tracker.follow(rid)
+        except StoreUnavailableError:
+            self.call_from_thread(self._follow_failed, rid)
+            raise  # on_worker_state_changed says so in the header
         self.call_from_thread(self._followed, rid, followed)
+
+    def _follow_failed(self, rid: str) -> None:
+        """The timeline stays as last seen; selecting the run again reads it again."""
+        if self._following == rid:
+            self._following = None
 
     def _followed(self, rid: str, followed: Followed | None) -> None:
         with suppress(NoMatches):  # shutting down

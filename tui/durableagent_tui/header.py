@@ -1,4 +1,5 @@
-"""The header: which store, how many runs in each status, and whether the view is live."""
+"""The header: which store, how many runs in each status, and whether the view is live, or
+that the store does not answer (the runs are then as last seen, none of them corrupt)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ class StoreHeader(Static):
         self.last_change: float | None = None
         # (runs to load, since when) until the first counts: never "0 runs" while loading.
         self.loading_since: tuple[int | None, float] | None = (None, time.monotonic())
+        # Why the store did not answer and since when (wall clock), while it does not.
+        self.unreachable: tuple[str, float] | None = None
 
     def on_mount(self) -> None:
         self._draw()
@@ -64,12 +67,35 @@ class StoreHeader(Static):
             self.last_change = last_change
         self._draw()
 
+    def set_unreachable(self, reason: str | None) -> None:
+        """Say that the store does not answer, and why (None: it answers again). The reason
+        takes the counts' line: they would be as last seen, and the table shows as much."""
+        if reason is None:
+            if self.unreachable is not None:
+                self.unreachable = None
+                self._draw()
+            return
+        since = self.unreachable[1] if self.unreachable is not None else time.time()
+        # The store is named on the line above: the reason need not repeat it.
+        reason = " ".join(reason.replace(f" at {self.label}", "").split())
+        self.unreachable = (reason, since)
+        self._draw()
+
     def _draw(self) -> None:
         top = Text(no_wrap=True, overflow="ellipsis")
         top.append("agentrun ", style="bold")
         top.append(self.label)
-        glyph, style = LIVE_STYLES.get(self.live, ("?", "red"))
         top.append("  ")
+        if self.unreachable is not None:
+            reason, since = self.unreachable
+            top.append(f"✗ store unreachable since {clock(since)}", style="bold red")
+            why = Text(no_wrap=True, overflow="ellipsis")
+            if self.loading_since is None:
+                why.append("runs as last seen · ", style="dim")
+            why.append(reason, style="red")  # plain text: never read as markup
+            self.update(Text("\n", no_wrap=True, overflow="ellipsis").join([top, why]))
+            return
+        glyph, style = LIVE_STYLES.get(self.live, ("?", "red"))
         top.append(f"{glyph} {self.live}", style=style)
         if self.last_change is not None:
             top.append(f" · last change {clock(self.last_change)}", style="dim")

@@ -6,7 +6,9 @@ tell). The table comes from ``summaries()`` (one listing, no journal read per ru
 read, with ``load_since`` so that following it reads only what is new. Status always comes
 from the core fold (the stores' summaries and ``view_run`` share it). Its methods do I/O and
 are meant to run off the event loop: summaries and the followed run each under their own lock,
-so a long rescan never holds up the timeline.
+so a long rescan never holds up the timeline. A store that does not answer raises
+StoreUnavailableError from any of them (never a run shown as corrupt): what is known stays
+as last seen.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from durableagent import (
     RunStatus,
     RunView,
     Store,
+    StoreUnavailableError,
     Summary,
     view_run,
     view_store,
@@ -127,6 +130,8 @@ class StoreTracker:
             for rid in run_ids:
                 try:
                     s = store.summary(rid)
+                except StoreUnavailableError:
+                    raise
                 except DurableAgentError:
                     continue  # an id the store refuses: nothing to show
                 if s is not None:
@@ -134,6 +139,18 @@ class StoreTracker:
                 elif self.known.pop(rid, None) is not None:
                     gone.add(rid)
             return self._diff(store, fresh, frozenset(gone))
+
+    def probe(self) -> None:
+        """Ask the store one small thing (a known run's summary): StoreUnavailableError when
+        it does not answer. A change feed that lost its server says nothing; this does."""
+        store = self.store
+        if store is None:
+            return
+        rid = next(iter(self.known), None)
+        if rid is None:
+            store.run_ids()
+        else:
+            store.summary(rid)
 
     def recheck_leases(self) -> Changes:
         """The runs shown as running whose lease is gone: a worker that dies leaves no change
@@ -201,6 +218,9 @@ class StoreTracker:
                 if summary is not None and summary.last_seq < len(records):
                     records.clear()  # the journal shrank (restored from a copy): read it again
                 records.extend(store.load_since(run_id, len(records)))
+            except StoreUnavailableError:
+                self._records = []  # read again whole once it answers
+                raise
             except DurableAgentError:
                 # The core fold names the line and the reason of a journal that does not load.
                 self._records = []
@@ -212,6 +232,8 @@ class StoreTracker:
             view = view_run(records, outcome=outcome, leased=leased, run_id=run_id)
             try:
                 attempts = tuple(store.attempts(run_id))
+            except StoreUnavailableError:
+                raise
             except DurableAgentError:
                 attempts = ()
             return Followed(run_id, view, attempts)

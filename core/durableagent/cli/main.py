@@ -2,10 +2,11 @@
 
 This module only wires argparse to the command families (one module each: ``runs``,
 ``decisions``, ``operations``, ``serve``, ``stores``, ``completion``). Exit codes: 0 done, 1
-refused or failed (one line on stderr saying why and what to do), 2 usage (with the command's
-own usage line), 130 interrupted (ctrl+c); ``show --follow`` adds 3: the run stopped for a
-human. Read commands never create a store; ``submit`` does. ``--store`` goes before or after
-the command (after wins).
+refused or failed (one line on stderr saying why and what to do; ``store unavailable: ...``
+when the store's server did not answer), 2 usage (with the command's own usage line), 130
+interrupted (ctrl+c); ``show --follow`` adds 3: the run stopped for a human. Read commands
+never create a store; ``submit`` does. ``--store`` goes before or after the command (after
+wins).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .. import __version__
-from ..errors import DurableAgentError
+from ..errors import DurableAgentError, StoreUnavailableError
 from . import completion, decisions, operations, runs, serve, stores
 from .common import STORE_HELP, Refused, Usage, clean, default_store, login_name, parents
 
@@ -55,6 +56,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Usage as e:
         command: argparse.ArgumentParser = args.command_parser
         command.error(str(e))
+    except StoreUnavailableError as e:
+        # The server did not answer: nothing is known about the runs, none is corrupt.
+        print(f"agentrun {args.command}: store unavailable: {clean(e)}", file=sys.stderr)
+        return 1
     except (DurableAgentError, Refused) as e:
         print(f"agentrun {args.command}: {clean(e)}", file=sys.stderr)
         return 1

@@ -35,6 +35,7 @@ LOST = (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout)
 _TRUE = {"1", "true", "yes", "on"}
 CONNECT_TIMEOUT = "10"  # seconds, unless the URL says
 POOL_TIMEOUT = 10.0  # seconds a caller waits for a pooled connection before "unavailable"
+IDLE_IN_TRANSACTION = 10.0  # seconds a session may sit idle inside a transaction (see configure)
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,16 @@ class Connector:
     """Connections to one store: set up for its schema, durable commits checked, pooled for
     the short queries, and told as StoreErrors when they fail."""
 
-    def __init__(self, target: Target, description: str, *, pool_size: int = 8) -> None:
+    def __init__(
+        self,
+        target: Target,
+        description: str,
+        *,
+        pool_size: int = 8,
+        idle_in_transaction: float = IDLE_IN_TRANSACTION,
+    ) -> None:
         self.target = target
+        self.idle_ms = str(max(1, round(idle_in_transaction * 1000)))
         self.description = description
         self.kwargs = connection_kwargs(target.dsn)
         self._secret = password_of(target.dsn)
@@ -163,10 +172,17 @@ class Connector:
         return conn
 
     def configure(self, conn: Connection) -> None:
-        """Put the store's schema first on the search path and check that a commit waits for
-        the disk (``synchronous_commit`` not off), unless the caller opted out."""
+        """Put the store's schema first on the search path, check that a commit waits for
+        the disk (``synchronous_commit`` not off) unless the caller opted out, and have the
+        server end the session if it ever sits idle inside a transaction longer than
+        ``idle_in_transaction`` seconds: an append under the run's row lock takes two round
+        trips, and a client paused between them (a GC pause, a frozen VM, SIGSTOP) would
+        otherwise keep that lock, and with it every takeover and every human's signal of the
+        run, for as long as it is paused. Ended, its transaction writes nothing; woken, it
+        finds its connection gone and its append is looked for and made again (fenced)."""
         path = sql.Identifier(self.target.schema).as_string(conn)
-        row = conn.execute(*_q("configure", {"search_path": path})).fetchone()
+        args = {"search_path": path, "idle_ms": self.idle_ms}
+        row = conn.execute(*_q("configure", args)).fetchone()
         assert row is not None
         if row[1] == "off" and not self.target.allow_async_commit:
             conn.close()

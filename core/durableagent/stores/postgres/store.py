@@ -94,8 +94,13 @@ class PostgresStore:
         self.schema = check_schema_name(schema)
         self.lease_ttl = lease_ttl
         self._description = describe(dsn, schema)
+        # No transaction of ours outlives a lease idle: a holder paused inside an append
+        # must not keep its run's row locked past its ttl (see Connector.configure).
         self._db = Connector(
-            Target(dsn, schema, allow_async_commit), self._description, pool_size=pool_size
+            Target(dsn, schema, allow_async_commit),
+            self._description,
+            pool_size=pool_size,
+            idle_in_transaction=max(lease_ttl, 1.0),
         )
         self._channel = channel_of(schema)
         conn = self._db.connect()
@@ -288,6 +293,8 @@ class PostgresStore:
         try:
             got = self._db.read("reading a run", lambda c: c.execute(*_q("state", args)).fetchone())
             records = self.load(run_id)
+        except StoreUnavailableError:
+            raise  # the server did not answer: that says nothing about the journal
         except DurableAgentError as e:
             return corrupt_summary(run_id, str(e))
         version = 0 if got is None else got[1]

@@ -3,9 +3,12 @@
 -- Every connection sets search_path to the store's schema, so table names are unqualified.
 
 -- name: configure
--- A new connection: the store's schema first on the search path; is commit durable?
+-- A new connection: the store's schema first on the search path; is commit durable? And a
+-- session idle inside a transaction (its client paused between two round trips of an append,
+-- the run's row locked) is ended by the server after idle_ms milliseconds.
 SELECT set_config('search_path', %(search_path)s, false),
-       current_setting('synchronous_commit') AS synchronous_commit;
+       current_setting('synchronous_commit') AS synchronous_commit,
+       set_config('idle_in_transaction_session_timeout', %(idle_ms)s, false);
 
 -- name: schema_exists
 SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = %(schema)s);
