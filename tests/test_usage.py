@@ -108,7 +108,7 @@ def test_agentrun_show_prints_tokens_per_run_and_per_model_step(
     asks = next(line for line in lines if "llm/1" in line and "step.completed" in line)
     assert asks.endswith('asks lookup(q="x") [120 in, 13 out tokens]')
     answer = next(line for line in lines if "llm/2" in line and "step.completed" in line)
-    assert answer.endswith("answer: Done.  [150 in, 4 out tokens]")
+    assert answer.endswith("answer: Done. [150 in, 4 out tokens]")
 
 
 def test_agentrun_show_json_has_the_tokens_of_the_run_and_of_each_step(
