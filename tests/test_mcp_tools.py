@@ -313,7 +313,9 @@ async def test_a_stdio_servers_tools_are_durable_steps_with_the_key_in_meta(
 
     shown = agentrun("show", "r1", "--store", str(store.root))
     assert shown.returncode == 0, shown.stderr
-    assert "tool/1/0/lookup" in shown.stdout and "read started (class from annotation)" in shown.stdout
+    assert (
+        "tool/1/0/lookup" in shown.stdout and "read started (class from annotation)" in shown.stdout
+    )
     assert "idempotent write started (class from annotation)" in shown.stdout
     steps = json.loads(agentrun("show", "r1", "--json", "--store", str(store.root)).stdout)
     assert {s["name"]: s["classified_by"] for s in steps["step_views"]} == {

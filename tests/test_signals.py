@@ -277,3 +277,27 @@ async def test_deciding_on_a_call_whose_step_already_started_is_refused(
     assert view_store(store, "a1").status == RunStatus.INDETERMINATE
     for name in ("approve", "deny"):
         refused(store, "a1", name, {"marker": marker}, f"too late to {name}.*approved by alice")
+
+
+@pytest.mark.parametrize("by", ["", "   ", "\t"])
+async def test_a_decision_by_nobody_is_refused_and_writes_nothing(
+    store: FileStore, side: Side, by: str
+) -> None:
+    import subprocess
+    import sys
+
+    config, _ = helpdesk(store, side)
+    out = await run(config, "a1", INPUT)
+    before = store.path("a1").read_bytes()
+    marker = out.pending[0].marker
+    with pytest.raises(SignalError, match="must name someone"):
+        signal(store, "a1", "deny", {"marker": marker}, by=by)
+    p = subprocess.run(
+        [sys.executable, "-m", "durableagent.cli", "deny", "a1", marker, "--by", by,
+         "--store", str(store.root)],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert p.returncode == 2 and "--by must name someone" in p.stderr
+    assert "Traceback" not in p.stderr
+    assert store.path("a1").read_bytes() == before

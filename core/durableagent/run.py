@@ -255,6 +255,8 @@ def signal(
         payload = payload.to_dict()
     if by is not None and not isinstance(by, str):
         raise SignalError(run_id, "by must be a string")
+    if by is not None and not by.strip():
+        raise SignalError(run_id, "by must name someone: a decision by nobody is refused")
     if reason is not None and not isinstance(reason, str):
         raise SignalError(run_id, "reason must be a string")
     if name == "reconcile":

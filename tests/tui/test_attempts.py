@@ -13,7 +13,7 @@ from pathlib import Path
 from tuihelpers import loaded, make_app, screen_text, select, toast_text, until
 
 from durableagent import Attempt, FileStore, Record
-from durableagent_tui.attempts import divider_text, spans, start_states
+from durableagent.attempts import divider_text, spans, start_states
 from durableagent_tui.sample import AUDIT
 
 SIZE = (160, 48)

@@ -89,7 +89,7 @@ def failure_state(store: Store, view: RunView) -> Failures | None:
     attempts = read_attempts(store, view.run_id)
     if attempts is None:
         return None
-    stale = attempts.signals != len(view.signals)
+    stale = attempts.stale(len(view.signals))  # the workers' own rule
     return Failures(attempts.failures, attempts.at, attempts.error, stale, attempts.retry_after)
 
 

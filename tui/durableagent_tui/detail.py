@@ -15,9 +15,9 @@ from textual.message import Message
 from textual.widgets import Static
 
 from durableagent import Record, RunStatus, RunView
+from durableagent.attempts import LOST_WHY, Span
 from durableagent.audit import decisions
 
-from .attempts import LOST_WHY, Span
 from .styles import LOOKS, clock, status_text
 from .summaries import call_text, pretty
 

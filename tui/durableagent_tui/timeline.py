@@ -20,8 +20,9 @@ from textual.message import Message
 from textual.widgets import DataTable
 
 from durableagent import Attempt, Record, RunStatus, RunView
+from durableagent.attempts import LOST_WHY, Span, divider_text, reruns, spans, start_states
 
-from .attempts import ENDING_LOOKS, LOST_WHY, Span, divider_text, reruns, spans, start_states
+from .attempt_looks import ENDING_LOOKS
 from .row_keys import ROW_KEYS
 from .styles import clock
 from .summaries import one_line, summary, waiting_text

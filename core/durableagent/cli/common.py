@@ -4,7 +4,6 @@ made safe and short for a terminal."""
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
 import os
 import time
@@ -61,14 +60,6 @@ def parents() -> Parents:
 def default_store() -> str:
     """``$AGENTRUN_STORE``, else ``./runs``."""
     return os.environ.get("AGENTRUN_STORE") or DEFAULT_STORE
-
-
-def login_name() -> str | None:
-    """Who signs a decision when --by is not given."""
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return None
 
 
 def store_of(

@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 
 from .. import __version__
 from ..errors import DurableAgentError, StoreUnavailableError
+from ..people import login_name
 from . import completion, decisions, operations, runs, serve, stores
-from .common import STORE_HELP, Refused, Usage, clean, default_store, login_name, parents
+from .common import STORE_HELP, Refused, Usage, clean, default_store, parents
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,9 +49,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command != "demo" and args.store is None:
         args.store = default_store()
-    if hasattr(args, "by") and args.by is None:
-        args.by = login_name()
     fn: Callable[[argparse.Namespace], int] = args.fn
+    if hasattr(args, "by") and args.by is not None and not args.by.strip():
+        args.command_parser.error("--by must name someone (or leave it out: your login name)")
+    if hasattr(args, "by"):
+        args.by = args.by.strip() if args.by is not None else login_name()
     try:
         return fn(args)
     except Usage as e:

@@ -52,6 +52,11 @@ class Attempts:
     error: str = ""
     retry_after: float | None = None  # what the last failure asked us to wait, seconds
 
+    def stale(self, signals: int) -> bool:
+        """A human acted on the run since the count was made (a run with ``signals`` signal
+        records now): its failures no longer count, and workers count afresh."""
+        return self.signals != signals
+
 
 def read_attempts(store: Store, run_id: str) -> Attempts | None:
     """The recorded failure count of ``run_id``, or None when there is none (or it is unreadable:
@@ -95,7 +100,8 @@ def _signals(store: Store, run_id: str) -> int:
 
 
 def _failures_now(attempts: Attempts | None, signals: int) -> int:
-    """Failures that still count: none once a human has signalled since they were counted."""
-    if attempts is None or attempts.signals != signals:
+    """Failures that still count: none once a human has signalled since they were counted
+    (the one rule the workers and every screen apply: see Attempts.stale)."""
+    if attempts is None or attempts.stale(signals):
         return 0
     return attempts.failures

@@ -3,7 +3,6 @@ with a reason shown when nothing was written."""
 
 from __future__ import annotations
 
-import getpass
 import time
 from collections.abc import Callable
 from typing import Any
@@ -15,6 +14,7 @@ from textual.widgets import Button, Input, Static
 from textual.widgets.button import ButtonVariant
 
 from durableagent import DurableAgentError, RunView
+from durableagent.people import login_name as core_login_name
 
 from ..actions import ChangedUnderneath, Decision, Pin
 
@@ -24,10 +24,7 @@ Act = Callable[[Pin, Decision], str]
 
 def login_name() -> str:
     """Who signs a decision: the login name, as the CLI does."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
+    return core_login_name() or "unknown"
 
 
 def steady(screen: Screen[Any]) -> None:

@@ -1,4 +1,5 @@
-"""What each attempt of a run did, from its records and the store's attempt log (no I/O).
+"""What each attempt of a run did, from its records and the store's attempt log (a pure fold,
+no I/O): the TUI's timeline draws it, ``agentrun show`` prints it.
 
 An attempt begins at its lease: the log says who took it and the seq its first record would
 get. Its records run up to its outcome's seq, or, for an attempt that never said how it ended
@@ -14,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from durableagent import Attempt, Record
-from durableagent.stores.protocol import LOST, STOPPED
+from .record import SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
+from .stores.protocol import LOST, STOPPED, Attempt
 
 # How an attempt ended, in words a human reads on the divider.
-ENDINGS = {
+ENDINGS: dict[str | None, str] = {
     None: "running",
     "completed": "completed",
     "awaiting_approval": "awaiting approval",
@@ -26,15 +27,6 @@ ENDINGS = {
     "failed": "failed",
     LOST: "lost",
     STOPPED: "stopped",
-}
-ENDING_LOOKS = {
-    None: ("●", "bold cyan"),
-    "completed": ("✓", "green"),
-    "awaiting_approval": ("▲", "yellow"),
-    "indeterminate": ("✖", "red"),
-    "failed": ("✗", "red"),
-    LOST: ("↯", "bold red"),
-    STOPPED: ("‖", "dim"),
 }
 LOST_WHY = "its worker stopped without saying (killed, or its lease was taken over)"
 
@@ -84,7 +76,7 @@ def spans(records: Sequence[Record], attempts: Sequence[Attempt]) -> list[Span]:
         if a.last_seq is not None:  # it said how it ended, and at which seq
             last = a.last_seq
         else:
-            own = [r.seq for r in records if first <= r.seq <= bound and r.type != "signal"]
+            own = [r.seq for r in records if first <= r.seq <= bound and r.type != SIGNAL]
             last = own[-1] if own else first - 1
         out.append(_what_it_did(records, a, first, last))
     return out
@@ -96,9 +88,9 @@ def _what_it_did(records: Sequence[Record], a: Attempt, first: int, last: int) -
     for r in records:
         if r.seq >= first:
             break
-        if r.type == "step.completed" and r.step:
+        if r.type == STEP_COMPLETED and r.step:
             had_result.setdefault(r.step)
-        elif r.type == "step.started":
+        elif r.type == STEP_STARTED:
             started_before.add(r.step)
     ran: dict[str, None] = {}
     reran: dict[str, None] = {}
@@ -106,14 +98,14 @@ def _what_it_did(records: Sequence[Record], a: Attempt, first: int, last: int) -
     for r in records:
         if r.seq < first or r.seq > last:
             continue
-        if r.type == "step.started":
+        if r.type == STEP_STARTED:
             if r.step in started_before or r.step in ran or r.step in reran:
                 if r.step not in ran:
                     reran.setdefault(r.step)
             else:
                 ran.setdefault(r.step)
             open_[r.step] = None
-        elif r.type == "step.completed":
+        elif r.type == STEP_COMPLETED:
             open_.pop(r.step, None)
     cut = tuple(open_) if a.ended is not None else ()
     return Span(a, first, last, tuple(had_result), tuple(ran), tuple(reran), cut)
@@ -126,13 +118,13 @@ def start_states(records: Sequence[Record]) -> dict[int, tuple[str, int | None]]
     states: dict[int, tuple[str, int | None]] = {}
     open_start: dict[str, int] = {}
     for r in records:
-        if r.type == "step.started":
+        if r.type == STEP_STARTED:
             earlier = open_start.get(r.step)
             if earlier is not None:
                 states[earlier] = ("cut", r.seq)
             open_start[r.step] = r.seq
             states[r.seq] = ("open", None)
-        elif r.type == "step.completed":
+        elif r.type == STEP_COMPLETED:
             start = open_start.pop(r.step, None)
             if start is not None:
                 states[start] = ("done", r.seq)
@@ -144,7 +136,7 @@ def reruns(records: Sequence[Record]) -> set[int]:
     seen: set[str] = set()
     out: set[int] = set()
     for r in records:
-        if r.type == "step.started":
+        if r.type == STEP_STARTED:
             if r.step in seen:
                 out.add(r.seq)
             seen.add(r.step)

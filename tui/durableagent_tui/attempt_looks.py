@@ -1,0 +1,16 @@
+"""How an attempt's ending looks on the timeline's divider: a glyph and a colour (the words
+are the core's, ``durableagent.attempts.ENDINGS``)."""
+
+from __future__ import annotations
+
+from durableagent.stores.protocol import LOST, STOPPED
+
+ENDING_LOOKS: dict[str | None, tuple[str, str]] = {
+    None: ("●", "bold cyan"),
+    "completed": ("✓", "green"),
+    "awaiting_approval": ("▲", "yellow"),
+    "indeterminate": ("✖", "red"),
+    "failed": ("✗", "red"),
+    LOST: ("↯", "bold red"),
+    STOPPED: ("‖", "dim"),
+}
