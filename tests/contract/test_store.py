@@ -309,3 +309,31 @@ def test_runs_are_listed_in_the_order_of_their_ids(any_store: Store):
         any_store.append(run_id, started())
     assert any_store.run_ids() == sorted(ids)
     assert [s.run_id for s in any_store.summaries()] == sorted(ids)
+
+
+def test_a_journal_built_by_hand_is_the_same_on_every_store(any_store: Store):
+    """durableagent.testing builds one journal on any store: the same bytes, and an attempt
+    ended as a killed worker ends it (saying nothing) reads as lost on both."""
+    from durableagent import ToolCall
+    from durableagent.testing import JournalWriter
+
+    j = JournalWriter(any_store, "hand-1", 1_768_467_600.0)
+    with j.attempt("worker-1", killed=True):
+        j.start("I need access to billing.")
+        j.asks(1, ToolCall("c1", "lookup_policy", {"topic": "access"}))
+        j.tool("tool/1/0/lookup_policy", "Access needs a ticket.")
+    with j.attempt("worker-2"):
+        (pending,) = j.asks(2, ToolCall("c2", "create_ticket", {"summary": "billing"}))
+        j.outcome(Status.AWAITING_APPROVAL, pending=(pending,))
+    lines = any_store.export_run("hand-1")
+    assert lines[0] == (
+        b'{"seq":1,"type":"run.started","step":"","kind":"","data":{"input":[{"role":"user",'
+        b'"content":"I need access to billing."}]},"at":1768467601.0,"crc":"' + lines[0][-10:]
+    )
+    assert [(a.owner, a.ended) for a in any_store.attempts("hand-1")] == [
+        ("worker-1", "lost"),
+        ("worker-2", "awaiting_approval"),
+    ]
+    summary = any_store.summary("hand-1")
+    assert summary is not None and summary.status == "awaiting_approval"
+    assert [p.marker for p in summary.pending] == [pending.marker]

@@ -9,8 +9,9 @@ from pathlib import Path
 from tuihelpers import loaded, make_app, select
 
 from durableagent import FileStore, Status, ToolCall
+from durableagent.testing import JournalWriter
 from durableagent_tui.dialogs import ApproveDialog
-from durableagent_tui.sample import T0, JournalWriter
+from durableagent_tui.sample import T0
 
 POLICY = (
     "idempotent write, needs approval · class from override · MCP server '[b]tickets' · "

@@ -11,7 +11,8 @@ import pytest
 from tuihelpers import line_with, loaded, make_app, screen_lines, select, until
 
 from durableagent import FileStore, Status, ToolCall
-from durableagent_tui.sample import T0, JournalWriter
+from durableagent.testing import JournalWriter
+from durableagent_tui.sample import T0
 
 LONG = " ".join(f"word{i:03d}" for i in range(60))  # 479 characters
 

@@ -8,10 +8,11 @@ from pathlib import Path
 from tuihelpers import loaded, make_app, record_pane, screen_text, select, until, unwrapped
 
 from durableagent import FileStore, Status
+from durableagent.testing import JournalWriter
 from durableagent_tui.actions import Failures
 from durableagent_tui.dialogs import RetryDialog
 from durableagent_tui.dialogs.retry import next_try_text
-from durableagent_tui.sample import T0, JournalWriter
+from durableagent_tui.sample import T0
 
 SIZE = (120, 36)
 ERROR = (

@@ -11,9 +11,10 @@ import pytest
 from tuihelpers import loaded, make_app, select, until
 
 from durableagent import FileStore, RunStatus, Status, ToolCall, signal
+from durableagent.testing import JournalWriter
 from durableagent_tui.app import SupervisorApp
 from durableagent_tui.dialogs import ApproveDialog, ConfirmDialog, ReconcileDialog
-from durableagent_tui.sample import T0, JournalWriter, build_sample_store
+from durableagent_tui.sample import T0, build_sample_store
 
 SIZE = (120, 36)
 

@@ -11,10 +11,11 @@ import pytest
 from tuihelpers import loaded, make_app, record_pane, screen_text, select, until, unwrapped
 
 from durableagent import FileStore, Message, Status, ToolCall, forked_from
+from durableagent.testing import JournalWriter
 from durableagent_tui import acting
 from durableagent_tui.app import SupervisorApp
 from durableagent_tui.dialogs import ConfirmDialog, ForkDialog
-from durableagent_tui.sample import T0, JournalWriter
+from durableagent_tui.sample import T0
 
 SIZE = (120, 36)
 TICKET = ToolCall("c1", "create_ticket", {"summary": "printer on fire"})

@@ -17,8 +17,9 @@ from tuihelpers import loaded, make_app, screen_lines, screen_text, select, unti
 
 from durableagent import RunStatus, Status, ToolCall
 from durableagent.stores.postgres import PostgresStore
+from durableagent.testing import JournalWriter
 from durableagent_tui.app import SupervisorApp
-from durableagent_tui.sample import T0, JournalWriter
+from durableagent_tui.sample import T0
 
 SIZE = (120, 36)
 
@@ -47,7 +48,7 @@ def ready(store: PostgresStore, run_id: str) -> bool:
 
 async def test_the_tui_decides_and_follows_a_postgresql_store(store: PostgresStore) -> None:
     for rid, start in (("older-1", T0), ("newer-2", T0 + 600)):
-        j = JournalWriter(store, rid, start)  # type: ignore[arg-type]
+        j = JournalWriter(store, rid, start)
         j.start("help")
         pending = j.asks(1, ToolCall("c1", "create_ticket", {"summary": rid}))
         j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))
@@ -81,7 +82,7 @@ def header(app: SupervisorApp) -> str:
 async def test_the_header_says_the_store_is_unreachable_and_no_run_turns_corrupt(
     store: PostgresStore, proxy: Proxy
 ) -> None:
-    j = JournalWriter(store, "older-1", T0)  # type: ignore[arg-type]
+    j = JournalWriter(store, "older-1", T0)
     j.start("help")
     pending = j.asks(1, ToolCall("c1", "create_ticket", {"summary": "vpn"}))
     j.outcome(Status.AWAITING_APPROVAL, pending=tuple(pending))

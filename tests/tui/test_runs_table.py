@@ -168,7 +168,7 @@ def big_store(root: Path, n: int) -> FileStore:
     from durableagent import Outcome, Pending, Status
 
     store = FileStore(root)
-    from durableagent_tui.sample import JournalWriter
+    from durableagent.testing import JournalWriter
 
     for i in range(n):
         j = JournalWriter(store, f"run-{i:04d}", NOW - 3600 + i)

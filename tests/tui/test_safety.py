@@ -18,9 +18,10 @@ from tuihelpers import (
 )
 
 from durableagent import FileStore, Status, ToolCall
+from durableagent.testing import JournalWriter
 from durableagent_tui.app import SupervisorApp
 from durableagent_tui.dialogs import ApproveDialog, ConfirmDialog, HelpScreen, ReconcileDialog
-from durableagent_tui.sample import T0, JournalWriter, build_sample_store
+from durableagent_tui.sample import T0, build_sample_store
 
 SIZE = (120, 36)
 

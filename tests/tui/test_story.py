@@ -20,9 +20,10 @@ from durableagent import (
     view_run,
     view_store,
 )
+from durableagent.testing import JournalWriter
 from durableagent_tui import story
 from durableagent_tui.dialogs import ApproveDialog, ReconcileDialog
-from durableagent_tui.sample import HINTS, MARKUP_SAYS, NOW, T0, JournalWriter
+from durableagent_tui.sample import HINTS, MARKUP_SAYS, NOW, T0
 
 SIZE = (160, 48)
 

@@ -1,4 +1,5 @@
-"""A small store with a run in every state and fixed times, built with the core API.
+"""A small store with a run in every state and fixed times, built with the core API
+(``durableagent.testing.JournalWriter``).
 
 Tests, snapshots and the screenshot script use it; fixed ``at`` stamps and a fixed clock keep
 pictures byte-for-byte stable.
@@ -6,22 +7,15 @@ pictures byte-for-byte stable.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from durableagent import (
     FileStore,
     Message,
-    Outcome,
-    Pending,
-    Record,
-    Result,
     Status,
     ToolCall,
-    marker_for,
 )
+from durableagent.testing import JournalWriter
 from durableagent.worker import Attempts
 
 # 2026-01-15 09:00:00 UTC; NOW is 10 minutes after the last record.
@@ -33,65 +27,6 @@ MARKUP_SAYS = "Filing it with [IT] as [b]urgent[/b]."
 # Where to check whether a create_ticket happened (the app's ``hints``; a tool's, later).
 HINTS = {"create_ticket": "search the ticket system for the requester's name"}
 REFUND_ERROR = "model call failed: 503 Service Unavailable"
-
-
-class JournalWriter:
-    """Appends records with fixed times, one second apart from ``start``; inside
-    ``attempt()`` as a worker would, holding the run's lease."""
-
-    def __init__(self, store: FileStore, run_id: str, start: float) -> None:
-        self.store, self.run_id, self.at = store, run_id, start
-        self.lease: Any = None
-
-    @contextmanager
-    def attempt(self, owner: str, *, killed: bool = False) -> Iterator[None]:
-        """Hold the run's lease as ``owner`` (an attempt). ``killed``: end it as a SIGKILLed
-        worker does, saying nothing (the attempt log then calls it lost)."""
-        with self.store.lease(self.run_id, owner=owner) as lease:
-            self.lease = lease
-            try:
-                yield
-            finally:
-                self.lease = None
-                if killed:
-                    lease.ended = True  # what a killed worker leaves: no end line
-
-    def add(self, type: str, step: str = "", kind: str = "", data: Any = None) -> Record:
-        self.at += 1.0
-        rec = Record(0, type, step, kind, {} if data is None else data, self.at)
-        return self.store.append(self.run_id, rec)
-
-    def start(self, text: str) -> None:
-        self.add("run.started", data={"input": [Message("user", text).to_dict()]})
-
-    def model(self, turn: int, reply: Message) -> None:
-        self.add("step.started", f"llm/{turn}", "model")
-        self.add("step.completed", f"llm/{turn}", "model", reply.to_dict())
-
-    def asks(self, turn: int, *calls: ToolCall, says: str = "") -> list[Pending]:
-        self.model(turn, Message("assistant", says, tool_calls=calls))
-        out = []
-        for i, c in enumerate(calls):
-            step = f"tool/{turn}/{i}/{c.name}"
-            out.append(Pending(marker_for(step, c.arguments), step, c.name, c.arguments))
-        return out
-
-    def tool(self, step: str, result: str | None, *, write: bool = False) -> None:
-        self.add("step.started", step, "tool", {"write": write})
-        if result is not None:
-            self.add("step.completed", step, "tool", Result(result).to_dict())
-
-    def signal(self, name: str, payload: dict[str, Any], by: str, reason: str | None) -> None:
-        self.add(
-            "signal",
-            payload.get("step") or payload["marker"].partition("#")[0],
-            "",
-            {"name": name, "payload": payload, "by": by, "reason": reason},
-        )
-
-    def outcome(self, status: Status, **kw: Any) -> None:
-        last = self.store.load(self.run_id)[-1].seq
-        self.store.save_outcome(self.run_id, Outcome(status, seq=last, **kw), lease=self.lease)
 
 
 def _lookup(j: JournalWriter) -> None:

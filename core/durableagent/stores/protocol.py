@@ -38,6 +38,7 @@ class Lease(Protocol):
     owner: str
     epoch: int
     ttl: float
+    ended: bool  # the attempt's end is recorded (an outcome): releasing records no stop
 
     @property
     def lost(self) -> bool:

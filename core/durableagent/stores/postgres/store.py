@@ -373,7 +373,11 @@ class PostgresStore:
                 "at": time.time(),
                 "channel": self._channel,
             }
-            return conn.execute(*_q("release_lease", args)).fetchone()
+            # An attempt whose end is recorded keeps it: only the lease is freed.
+            query = "free_lease" if lease.ended else "release_lease"
+            if lease.ended:
+                del args["at"]
+            return conn.execute(*_q(query, args)).fetchone()
 
         self._db.read(f"releasing the lease of run {lease.run_id!r}", release)
 

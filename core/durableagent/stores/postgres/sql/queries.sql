@@ -132,6 +132,17 @@ RETURNING true;
 -- name: release_lease
 SELECT release_lease(%(run_id)s, %(epoch)s, %(at)s, %(channel)s);
 
+-- name: free_lease
+-- Free the lease of an attempt whose end is recorded (or must not be: a test standing in for
+-- a killed holder), if epoch still holds it; its attempt row is left as it is.
+WITH freed AS (
+    UPDATE runs SET holder = NULL, holder_epoch = NULL, holder_since = NULL,
+        holder_ttl = NULL, expires_at = NULL
+    WHERE run_id = %(run_id)s AND holder_epoch = %(epoch)s
+    RETURNING run_id
+)
+SELECT count(pg_notify(%(channel)s, run_id)) FROM freed;
+
 -- name: lease_holder
 SELECT holder, holder_epoch, holder_since, holder_ttl
 FROM runs WHERE run_id = %(run_id)s AND lease_held(holder, expires_at);
