@@ -192,6 +192,7 @@ class SupervisorApp(DialogActions):
                 time.sleep(POLL_S)
         self.load_seconds = time.monotonic() - since
         self.call_from_thread(self.header.set_unreachable, None)
+        self.call_from_thread(self.header.set_failing, None)
         self.call_from_thread(self._loaded, changes)
 
     def on_unmount(self) -> None:
@@ -274,24 +275,41 @@ class SupervisorApp(DialogActions):
 
     async def _read(self, fn: Callable[[], _T]) -> _T | None:
         """``fn()`` off the loop; None, and the header saying so, when the store does not
-        answer (the screen stays as last seen: no run turns corrupt for it)."""
+        answer or the read fails (the screen stays as last seen: no run turns corrupt for
+        it). Never silent: a failure is in the header until a read works again."""
         try:
             got = await asyncio.to_thread(fn)
-        except StoreUnavailableError as e:
-            with suppress(NoMatches):  # shutting down
-                self.header.set_unreachable(str(e))
+        except Exception as e:
+            self.read_failed(e)
             return None
         with suppress(NoMatches):
             self.header.set_unreachable(None)
+            self.header.set_failing(None)
         return got
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """A thread worker (a timeline's or a dialog's read) that found the store out of
-        reach: the header says so."""
-        error = event.worker.error
-        if event.state == WorkerState.ERROR and isinstance(error, StoreUnavailableError):
-            with suppress(NoMatches):
+    def read_failed(self, error: BaseException) -> None:
+        """Say that reading the store failed: the header until a read works again, and a
+        toast the first time (a lost server says so in the header alone: it is not news
+        at every look)."""
+        with suppress(NoMatches):  # shutting down
+            if isinstance(error, StoreUnavailableError):
                 self.header.set_unreachable(str(error))
+                return
+            text = f"{type(error).__name__}: {error}"
+            if self.header.set_failing(text):
+                self.notify(
+                    f"reading {self.label} failed: {text}",
+                    title="store error",
+                    severity="error",
+                    markup=False,
+                )
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A thread worker (the load, a timeline's or a dialog's read) that failed: the
+        header says so, and a toast, never silently."""
+        error = event.worker.error
+        if event.state == WorkerState.ERROR and isinstance(error, Exception):
+            self.read_failed(error)
 
     def _retime(self) -> None:
         with suppress(NoMatches):  # shutting down

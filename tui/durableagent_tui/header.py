@@ -40,6 +40,9 @@ class StoreHeader(Static):
         self.loading_since: tuple[int | None, float] | None = (None, time.monotonic())
         # Why the store did not answer and since when (wall clock), while it does not.
         self.unreachable: tuple[str, float] | None = None
+        # What failed reading the store (not a lost server: a load or refresh that raised)
+        # and since when, until a read works again.
+        self.failing: tuple[str, float] | None = None
 
     def on_mount(self) -> None:
         self._draw()
@@ -81,14 +84,33 @@ class StoreHeader(Static):
         self.unreachable = (reason, since)
         self._draw()
 
+    def set_failing(self, reason: str | None) -> bool:
+        """Say that reading the store failed, and why (None: a read works again). True when
+        this is news (the app then raises a toast too)."""
+        if reason is None:
+            if self.failing is not None:
+                self.failing = None
+                self._draw()
+            return False
+        news = self.failing is None or self.failing[0] != reason
+        since = self.failing[1] if self.failing is not None else time.time()
+        self.failing = (" ".join(reason.split()), since)
+        self._draw()
+        return news
+
     def _draw(self) -> None:
         top = Text(no_wrap=True, overflow="ellipsis")
         top.append("agentrun ", style="bold")
         top.append(self.label)
         top.append("  ")
+        trouble = None
         if self.unreachable is not None:
-            reason, since = self.unreachable
-            top.append(f"✗ store unreachable since {clock(since)}", style="bold red")
+            trouble = ("store unreachable", *self.unreachable)
+        elif self.failing is not None:
+            trouble = ("reading the store failed", *self.failing)
+        if trouble is not None:
+            what, reason, since = trouble
+            top.append(f"✗ {what} since {clock(since)}", style="bold red")
             why = Text(no_wrap=True, overflow="ellipsis")
             if self.loading_since is None:
                 why.append("runs as last seen · ", style="dim")
