@@ -244,3 +244,26 @@ def test_tui_command_passes_its_flags_and_explains_a_missing_ui(tmp_path: Path) 
     (fake / "durableagent_tui" / "__init__.py").write_text("")
     p = agentrun("tui", "--store", str(root), cwd=tmp_path, pythonpath=fake)
     assert p.returncode == 1 and "terminal UI is not available" in p.stderr
+
+
+async def test_the_demo_agent_on_a_postgresql_store_keeps_its_tickets_beside_it_not_in_a_url_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``agentrun worker --agent durableagent.demo:demo_agent --store postgresql://...`` (the
+    README's several hosts): the ticket system goes to ./agentrun-demo-tickets, and nothing
+    is made at a path named after the URL."""
+    from durableagent import ToolContext
+    from durableagent.tools import reset_context, set_context
+
+    monkeypatch.chdir(tmp_path)
+    url = "postgresql://agents@db.internal:5432/agents?schema=helpdesk"
+    async with demo_agent(url, pace=0, in_process=True) as agent:
+        (create,) = [t for t in agent.config.tools if t.name == "create_ticket"]
+        token = set_context(ToolContext("a1", "tool/2/0/create_ticket", 1, "a1:k:t"))
+        try:
+            result = await create.call({"summary": "billing", "requester": "alex"})
+        finally:
+            reset_context(token)
+    assert result.content == "TICKET-1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agentrun-demo-tickets"]
+    assert read_list(tmp_path / "agentrun-demo-tickets", "tickets")[0]["id"] == "TICKET-1"

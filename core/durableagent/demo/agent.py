@@ -28,7 +28,7 @@ from .script import (
     SYSTEM,
     DemoModel,
 )
-from .tickets import SERVICE_DOWN, add_item, demo_dir, demo_hints
+from .tickets import SERVICE_DOWN, add_item, demo_dir, demo_hints, tickets_root
 
 log = logging.getLogger("durableagent.demo")
 
@@ -50,7 +50,7 @@ def demo_tools(
     ``tickets``: the ticket server's tools (from :func:`demo_agent`); without them
     create_ticket files in-process, the same way. ``crash_in`` names a write that SIGKILLs
     the process right after it acted."""
-    root = Path(root)
+    root = tickets_root(root)
     hints = demo_hints(root)
 
     def crash_if(tool: str) -> None:
@@ -138,7 +138,7 @@ async def demo_agent(
     server's annotations are trusted; an override keeps a human on every ticket, though the
     server says filing one destroys nothing. Without the ``mcp`` extra the ticket system is
     called in-process, the same way, and the demo says so."""
-    root = Path(root)
+    root = tickets_root(root)
     async with contextlib.AsyncExitStack() as stack:
         try:
             tickets = await _ticket_tools(stack, root, in_process=in_process)
@@ -181,6 +181,7 @@ def _stdio_server(stack: contextlib.ExitStack | contextlib.AsyncExitStack, root:
         args=["-m", "durableagent.demo.ticket_server", str(root)],
         env=dict(os.environ),
     )
+    demo_dir(root).mkdir(parents=True, exist_ok=True)
     errlog = stack.enter_context(open(demo_dir(root) / "ticket-server.log", "a"))  # noqa: SIM115
     return mcp.stdio_client(params, errlog=errlog)
 

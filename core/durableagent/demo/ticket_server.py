@@ -23,14 +23,14 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 from ..tools.mcp import FENCE_META, IDEMPOTENCY_KEY_META
-from .tickets import StaleFenceError, add_item, read_list
+from .tickets import StaleFenceError, add_item, read_list, tickets_root
 
 NAME = "demo-tickets"
 
 
 def ticket_server(root: str | Path) -> MCPServer:
     """The demo's ticket server, filing into the store at ``root``."""
-    root = Path(root)
+    root = tickets_root(root)
     app = MCPServer(
         NAME,
         instructions="The demo helpdesk's ticket system.",

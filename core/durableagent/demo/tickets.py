@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..stores import is_url
 from ..stores.file.fs import write_atomically
 
 log = logging.getLogger("durableagent.demo")
@@ -23,9 +24,20 @@ SERVICE_DOWN = "policy-service-down"
 # -- the ticket system ----------------------------------------------------------------------
 
 
-def demo_dir(root: Path) -> Path:
-    """Where the demo's ticket system lives inside the store."""
-    return Path(root) / DEMO_DIR
+TICKETS_BESIDE = "agentrun-demo-tickets"  # where a store that is no directory keeps them
+
+
+def tickets_root(store: str | os.PathLike[str]) -> Path:
+    """The directory the demo's ticket system is kept under: the store's own, or, for a
+    store that is no directory (a ``postgresql://`` URL), ``./agentrun-demo-tickets`` (never
+    a directory named after the URL)."""
+    text = os.fspath(store)
+    return Path(TICKETS_BESIDE) if is_url(text) else Path(text)
+
+
+def demo_dir(root: str | os.PathLike[str]) -> Path:
+    """Where the demo's ticket system lives (``.demo`` under :func:`tickets_root`)."""
+    return tickets_root(root) / DEMO_DIR
 
 
 def read_list(root: Path, name: str) -> list[dict[str, Any]]:
