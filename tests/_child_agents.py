@@ -260,7 +260,7 @@ def moving(root: Path) -> Agent:
 
     def lookup(args: dict[str, Any], ctx: Any) -> str:
         mark(ctx)
-        time.sleep(0.15)
+        time.sleep(0.4)  # paced so that a move (a new process) lands while most runs run
         return "policy"
 
     def file_ticket(args: dict[str, Any], ctx: Any) -> str:

@@ -519,7 +519,8 @@ def test_a_worker_whose_connections_are_terminated_reconnects_and_finishes(
     submit(store, "r1", [Message("user", "file it")])
     w = worker(url, hold="write")
     wait_for(lambda: (side / "tickets.log").exists(), timeout=30, why="the worker in its write")
-    assert terminate(of_process(w.proc.pid)) >= 3  # its pool, its lease session, its feed
+    # Its pool (one connection or more: the lease is renewed through it too) and its feed.
+    assert terminate(of_process(w.proc.pid)) >= 2
     (side / "go-write").touch()
     wait_for(lambda: finished(store, "r1"), timeout=30, why=f"r1 done:\n{w.log.read_text()}")
     assert (side / "tickets.log").read_text().splitlines() == [
