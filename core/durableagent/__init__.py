@@ -9,7 +9,9 @@ reconciliations are signals appended to the journal.
 from typing import TYPE_CHECKING
 
 from .audit import Audit, Decision, audit, decisions
+from .budget import Budget, BudgetError, parse_budget
 from .calls import marker_for, marker_step
+from .control import Control
 from .errors import (
     AgentLostError,
     AgentStartError,
@@ -26,6 +28,7 @@ from .errors import (
     McpToolError,
     ModelError,
     ModelRetryError,
+    OverBudgetError,
     RunBusyError,
     RunChangedError,
     RunConflictError,
@@ -50,10 +53,11 @@ from .models.base import Model, ScriptedModel
 from .outcome import Outcome, Status
 from .plan import Plan, PlanAction, PlanEnding, PlanStep, plan
 from .record import Record
-from .run import Config, run, signal, submit
+from .run import Config, run, submit
+from .signals import signal
 from .steps import model_step, parse_step, step_tool_name, tool_step
 from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
-from .tools import Result, Tool, ToolContext
+from .tools import Cancelled, Result, Tool, ToolContext
 from .tools.typed import tool
 from .view import RunView, StepView, Tokens, view_run, view_store
 from .worker import Agent, Worker
@@ -82,7 +86,11 @@ __all__ = [
     "AgentStartError",
     "Attempt",
     "Audit",
+    "Budget",
+    "BudgetError",
+    "Cancelled",
     "Config",
+    "Control",
     "CorruptJournalError",
     "Decision",
     "DurabilityError",
@@ -107,6 +115,7 @@ __all__ = [
     "ModelError",
     "ModelRetryError",
     "Outcome",
+    "OverBudgetError",
     "Pending",
     "PlainRunner",
     "Plan",
@@ -156,6 +165,7 @@ __all__ = [
     "mcp_tools",
     "model_step",
     "open_store",
+    "parse_budget",
     "parse_step",
     "plan",
     "plan_fork",

@@ -17,7 +17,7 @@ from dataclasses import replace
 from .errors import DurableAgentError, SignalError
 from .fold import RunStatus
 from .record import SIGNAL, encode_line, signal_fields
-from .run import signal
+from .signals import signal
 from .stores import Attempt, Store
 from .stores.lines import parse_lines
 

@@ -132,14 +132,27 @@ class RunStopped(DurableAgentError):
 
 
 class RunHalted(DurableAgentError):
-    """A human's control signal (``move``) stops the run: no step starts after it. ``.signal``
-    is its name, ``.step`` the step that did not start."""
+    """A human's control signal (``move``, ``cancel``, ``pause``) or the run's budget stops
+    the run: no step starts after it. ``.signal`` is the signal's name (``budget`` for a
+    limit), ``.step`` the step that did not start (or whose read was cancelled), ``.why``
+    the reason in words."""
 
     def __init__(self, run_id: str, signal: str, step: str, why: str) -> None:
         self.run_id = run_id
         self.signal = signal
         self.step = step
-        super().__init__(f"run {run_id!r} stopped before step {step!r}: {why}")
+        self.why = why
+        where = f" before step {step!r}" if step else ""
+        super().__init__(f"run {run_id!r} stopped{where}: {why}")
+
+
+class OverBudgetError(RunHalted):
+    """Starting ``step`` would break a limit of the run's budget; nothing was called.
+    ``agentrun budget RUN --add ...`` lets the run go on."""
+
+    def __init__(self, run_id: str, step: str, why: str) -> None:
+        super().__init__(run_id, "budget", step, f"over budget: {why}")
+        self.limit = why
 
 
 class SignalError(DurableAgentError):

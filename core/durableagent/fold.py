@@ -8,9 +8,12 @@ journals; ``view_run`` uses the same fold for the status it shows. Its state is 
 from __future__ import annotations
 
 import enum
+import json
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .budget import Budget
+from .control import Control, Controls
 from .gate import Pending
 from .lineage import ForkedFrom, forked_from, unfinished
 from .outcome import Outcome, Status
@@ -24,16 +27,25 @@ class RunStatus(enum.StrEnum):
 
     CORRUPT = "corrupt"
     COMPLETED = "completed"
+    CANCELLED = "cancelled"  # a cancel signal: terminal, nothing resumes it
     MOVED = "moved"  # copied to another store by `agentrun copy --move`: it lives there now
     RUNNING = "running"
     INDETERMINATE = "indeterminate"
+    OVER_BUDGET = "over_budget"  # it stopped at a limit: `agentrun budget` lets it go on
     AWAITING_APPROVAL = "awaiting_approval"
+    PAUSED = "paused"  # a pause signal: no attempt starts until a resume
     FAILED = "failed"
     READY = "ready"
 
 
 NEEDS_HUMAN = frozenset(
-    {RunStatus.CORRUPT, RunStatus.INDETERMINATE, RunStatus.AWAITING_APPROVAL, RunStatus.FAILED}
+    {
+        RunStatus.CORRUPT,
+        RunStatus.INDETERMINATE,
+        RunStatus.OVER_BUDGET,
+        RunStatus.AWAITING_APPROVAL,
+        RunStatus.FAILED,
+    }
 )
 
 
@@ -60,7 +72,13 @@ class Fold:
     finished: set[str] = field(default_factory=set)  # steps with a result, while few
     origin: ForkedFrom | None = None
     origin_seq: int = 0
-    moved_to: str | None = None  # a move signal's destination (agentrun copy --move)
+    controls: Controls = field(default_factory=Controls)  # cancel, pause, move, budget, spend
+
+    @property
+    def moved_to(self) -> str | None:
+        """A move signal's destination (agentrun copy --move), or None."""
+        moved = self.controls.moved
+        return None if moved is None else moved.to or "another store"
 
     def add(self, r: Record) -> None:
         """Fold one record in (records arrive in seq order)."""
@@ -74,6 +92,7 @@ class Fold:
             self.last_at = r.at
         t = r.type
         data = r.data if isinstance(r.data, dict) else {}
+        self.controls.add(r)
         if t == STEP_STARTED:
             if r.step not in self.open and r.step not in self.finished:
                 self.steps += 1
@@ -102,8 +121,6 @@ class Fold:
                 self.decided.add(str(payload.get("marker")))
             elif name == "reconcile" and r.step in self.open:
                 self.open[r.step][2] = True
-            elif name == "move":
-                self.moved_to = str(payload.get("to") or "another store")
         elif t == RUN_COMPLETED:
             self.completed = True
             msg = data.get("message")
@@ -128,21 +145,37 @@ class Fold:
             return []
         return [p for p in outcome.pending if p.marker not in self.decided]
 
+    def over_budget(self, outcome: Outcome | None) -> bool:
+        """The last attempt stopped at a limit, and no budget signal came since."""
+        return (
+            outcome is not None
+            and outcome.status == Status.OVER_BUDGET
+            and outcome.seq >= self.controls.budget_seq
+        )
+
     def status(self, outcome: Outcome | None = None, leased: bool = False) -> RunStatus:
-        """The status (SPEC §5), given the last attempt's outcome and whether the lease is
-        held: the first rule that matches."""
+        """The status (SPEC §5, §10), given the last attempt's outcome and whether the lease
+        is held: the first rule that matches. (A journal that does not load is ``corrupt``
+        before any of them: see :func:`corrupt_summary`.)"""
+        c = self.controls
         if self.completed:
             return RunStatus.COMPLETED
-        if self.moved_to is not None and not leased:
+        if c.cancelled is not None and not leased:
+            return RunStatus.CANCELLED
+        if c.moved is not None and not leased:
             return RunStatus.MOVED
         if leased:
-            return RunStatus.RUNNING
+            return RunStatus.RUNNING  # winding down, if a cancel or pause came: see stopping
         if self.origin is not None and self.unfinished_fork() is not None:
             return RunStatus.CORRUPT  # half a history: nothing may run it (see lineage.py)
         if self.indeterminate is not None:
             return RunStatus.INDETERMINATE
+        if self.over_budget(outcome):
+            return RunStatus.OVER_BUDGET
         if self.pending(outcome):
             return RunStatus.AWAITING_APPROVAL
+        if c.paused is not None:
+            return RunStatus.PAUSED
         failed = outcome is not None and outcome.status == Status.FAILED
         if failed and outcome is not None and outcome.seq == self.last_seq:
             return RunStatus.FAILED
@@ -151,6 +184,12 @@ class Fold:
     def waiting_on(self, status: RunStatus, outcome: Outcome | None) -> str:
         """One line: what the run waits on (a pending call, the indeterminate step, the error)."""
         if status == RunStatus.FAILED and outcome is not None:
+            return outcome.error
+        if status == RunStatus.CANCELLED and self.controls.cancelled is not None:
+            return self.controls.cancelled.says()
+        if status == RunStatus.PAUSED and self.controls.paused is not None:
+            return self.controls.paused.says()
+        if status == RunStatus.OVER_BUDGET and outcome is not None:
             return outcome.error
         if status == RunStatus.MOVED:
             return f"moved to {self.moved_to}"
@@ -178,7 +217,7 @@ class Fold:
             "decided": sorted(self.decided),
             "origin": None if self.origin is None else self.origin.to_dict(),
             "origin_seq": self.origin_seq,
-            "moved_to": self.moved_to,
+            "controls": self.controls.to_json(),
         }
 
     @classmethod
@@ -196,8 +235,31 @@ class Fold:
             decided=set(d.get("decided") or ()),
             origin=ForkedFrom.from_dict(d.get("origin")),
             origin_seq=int(d.get("origin_seq") or 0),
-            moved_to=d.get("moved_to"),
+            controls=_controls(d),
         )
+
+    def listed(self) -> str:
+        """What a listing says of the controls (see Summary.controls): "" for a run with
+        neither a budget nor a control in force, as most are."""
+        c = self.controls
+        d: dict[str, Any] = {}
+        if c.budget.limited:
+            d["budget"] = c.budget.to_dict()
+            d["spent"] = c.spend.to_dict()
+            if c.started_at is not None:
+                d["started_at"] = c.started_at
+        halt = c.cancelled or c.paused
+        if halt is not None:
+            d["halt"] = halt.to_dict()
+        return json.dumps(d, separators=(",", ":")) if d else ""
+
+
+def _controls(d: dict[str, Any]) -> Controls:
+    """The controls of a saved fold (one saved before they were kept has its move only)."""
+    if "controls" in d:
+        return Controls.from_json(d["controls"])
+    moved = d.get("moved_to")
+    return Controls(moved=Control("move", to=str(moved)) if moved else None)
 
 
 def fold(records: list[Record]) -> Fold:
@@ -228,10 +290,45 @@ class Summary(NamedTuple):
     indeterminate: str | None = None
     signals: int = 0  # signal records so far (a new one gives a failed run a fresh budget)
     forked_from: ForkedFrom | None = None  # a fork's origin (its run.started's forked_from)
+    # The budget, what was spent and the cancel or pause in force, as JSON text ("" for a run
+    # with none of them: most runs): read through budget, spent and halt.
+    controls: str = ""
 
     @property
     def needs_human(self) -> bool:
         return self.status in NEEDS_HUMAN
+
+    def _controls(self) -> dict[str, Any]:
+        if not self.controls:
+            return {}
+        try:
+            d = json.loads(self.controls)
+        except ValueError:
+            return {}
+        return d if isinstance(d, dict) else {}
+
+    @property
+    def budget(self) -> Budget | None:
+        """The run's limits, None when it has none."""
+        d = self._controls().get("budget")
+        return Budget.from_dict(d) if d else None
+
+    @property
+    def spent(self) -> dict[str, Any] | None:
+        """What a budgeted run spent (tokens, reserved_tokens, model_calls, tool_calls)."""
+        d = self._controls().get("spent")
+        return d if isinstance(d, dict) else None
+
+    @property
+    def halt(self) -> Control | None:
+        """The cancel or pause in force, if any."""
+        return Control.from_dict(self._controls().get("halt"))
+
+    @property
+    def stopping(self) -> str:
+        """``cancel`` or ``pause`` while a running run's attempt winds down after one; ""."""
+        halt = self.halt if self.status == RunStatus.RUNNING else None
+        return "" if halt is None else halt.name
 
 
 def summarize(run_id: str, f: Fold, outcome: Outcome | None, leased: bool = False) -> Summary:
@@ -256,6 +353,7 @@ def summarize(run_id: str, f: Fold, outcome: Outcome | None, leased: bool = Fals
         indeterminate=f.indeterminate if status == RunStatus.INDETERMINATE else None,
         signals=f.signals,
         forked_from=f.origin,
+        controls=f.listed(),
     )
 
 

@@ -25,7 +25,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .budget import Budget
 from .calls import marker_step, replies, requested_markers
+from .control import Controls
 from .errors import CorruptJournalError, ForkError, RunNotFoundError
 from .ids import check_run_id
 from .journal import StepIndex
@@ -70,6 +72,7 @@ def fork(
     signals: str = KEEP,
     by: str | None = None,
     reason: str | None = None,
+    budget: Budget | None = None,
 ) -> Record:
     """Fork ``run_id`` at ``at_step`` as ``new_run_id`` (see the module docstring) and return
     NEW's ``run.started``. Refused with ForkError, nothing written, when NEW exists, the step
@@ -85,6 +88,7 @@ def fork(
         signals=signals,
         by=by,
         reason=reason,
+        budget=budget,
     )
     return write_fork(store, plan)
 
@@ -98,9 +102,16 @@ def plan_fork(
     signals: str = KEEP,
     by: str | None = None,
     reason: str | None = None,
+    budget: Budget | None = None,
 ) -> ForkPlan:
     """What forking ``records`` (the journal of ``run_id``) at ``at_step`` would write. Pure:
-    no I/O. Raises ForkError for an unknown step or an open write before it."""
+    no I/O. Raises ForkError for an unknown step or an open write before it.
+
+    NEW's ``run.started`` carries ``budget``, else the original's budget in force as it is
+    forked (with every budget signal applied: a human who raised it meant it); the copied
+    model steps keep their usage and reservations, so NEW starts with what the original had
+    spent before the cut. No control signal is copied (cancel, pause, resume, budget, move):
+    NEW starts free."""
     check_run_id(run_id)
     check_run_id(new_run_id)
     if signals not in (KEEP, DROP):
@@ -148,8 +159,11 @@ def plan_fork(
             last = r.seq
     _refuse_open_writes(run_id, at_step, copies, dropped)
     origin = ForkedFrom(run_id, last, at_step, by, reason, len(copies))
-    data = {k: v for k, v in first.data.items() if k != "forked_from"}
+    data = {k: v for k, v in first.data.items() if k not in ("forked_from", "budget")}
     data["forked_from"] = origin.to_dict()
+    in_force = budget if budget is not None else _budget_of(records)
+    if in_force.limited:
+        data["budget"] = in_force.to_dict()
     return ForkPlan(
         run_id=run_id,
         new_run_id=new_run_id,
@@ -218,6 +232,15 @@ def forks_of(store: Store, run_id: str) -> list[str]:
 
 
 # -- the pieces -------------------------------------------------------------------------------
+
+
+def _budget_of(records: Sequence[Record]) -> Budget:
+    """The budget in force: run.started's, with every budget signal applied."""
+    controls = Controls()
+    for r in records:
+        if r.type in (RUN_STARTED, SIGNAL):
+            controls.add(r)
+    return controls.budget
 
 
 def _copy(r: Record) -> Record:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from .durations import parse_duration
 from .tools import Tool
 
 
@@ -14,12 +15,15 @@ class PolicyGate:
     """``writes``: tools with side effects. ``approve``: tools a human must approve (defaults to
     ``writes``). ``deny``: tools refused outright. ``idempotent``: writes whose external system
     deduplicates on the step's idempotency key, so an unfinished one is run again instead of
-    waiting for a human (only writes count). :func:`gate_for` derives one from the tools."""
+    waiting for a human (only writes count). ``approve_within`` maps a tool to how long
+    (seconds, or a duration such as ``"2h"``) a call of it waits for a human before it is
+    denied. :func:`gate_for` derives one from the tools."""
 
     writes: frozenset[str] = frozenset()
     approve: frozenset[str] | None = None
     deny: frozenset[str] = frozenset()
     idempotent: frozenset[str] = frozenset()
+    approve_within: Mapping[str, float] = field(default_factory=dict, compare=False, hash=False)
 
     def __init__(
         self,
@@ -27,11 +31,14 @@ class PolicyGate:
         approve: Iterable[str] | None = None,
         deny: Iterable[str] = (),
         idempotent: Iterable[str] = (),
+        approve_within: Mapping[str, float | str] | None = None,
     ) -> None:
         object.__setattr__(self, "writes", frozenset(writes))
         object.__setattr__(self, "approve", None if approve is None else frozenset(approve))
         object.__setattr__(self, "deny", frozenset(deny))
         object.__setattr__(self, "idempotent", frozenset(idempotent))
+        within = {t: parse_duration(s) for t, s in (approve_within or {}).items()}
+        object.__setattr__(self, "approve_within", within)
 
     def is_write(self, tool: str) -> bool:
         return tool in self.writes
@@ -56,6 +63,7 @@ def gate_for(tools: Iterable[Tool], *, deny: Iterable[str] = ()) -> PolicyGate:
         approve={t.name for t in tools if t.needs_approval},
         deny=deny,
         idempotent={t.name for t in tools if t.write and t.idempotent},
+        approve_within={t.name: t.approve_within for t in tools if t.approve_within is not None},
     )
 
 
@@ -107,9 +115,13 @@ class Pending:
     tool: str
     arguments: dict[str, Any]
     policy: str = ""
+    # When a worker denies it if nobody decided (epoch seconds), and how long it was given
+    # (seconds, from the model step that asked for it); None: it waits for ever.
+    deadline_at: float | None = None
+    approve_within: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        d = {
+        d: dict[str, Any] = {
             "marker": self.marker,
             "step": self.step,
             "tool": self.tool,
@@ -117,15 +129,21 @@ class Pending:
         }
         if self.policy:  # only when there is one: older outcomes and readers stay as they were
             d["policy"] = self.policy
+        if self.deadline_at is not None:
+            d["deadline_at"] = self.deadline_at
+            d["approve_within"] = self.approve_within
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Pending:
         policy = d.get("policy")
+        deadline, within = d.get("deadline_at"), d.get("approve_within")
         return cls(
             d["marker"],
             d["step"],
             d["tool"],
             dict(d.get("arguments") or {}),
             policy if isinstance(policy, str) else "",
+            float(deadline) if isinstance(deadline, int | float) else None,
+            float(within) if isinstance(within, int | float) else None,
         )

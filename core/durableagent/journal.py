@@ -10,12 +10,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from .errors import IndeterminateError, LeaseLostError, RunHalted, RunStopped
+from .budget import Prices, over_budget
+from .control import Control, Controls, halts
+from .errors import IndeterminateError, LeaseLostError, OverBudgetError, RunHalted, RunStopped
 from .loop import StepFn
 from .messages import StepKind
 from .record import RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
 from .stores import Lease, Store
-from .tools import Result, ToolContext, reset_context, set_context
+from .tools import Cancelled, Result, ToolContext, reset_context, set_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,18 +38,9 @@ def deny_reason(by: str | None, reason: str | None) -> str:
     return f"denied by {by or 'a human'}" + (f": {reason}" if reason else "")
 
 
-# Signals after which no step starts (SPEC §7, copy --move).
-HALTS = frozenset({"move"})
-
-
-def halt_reason(r: Record) -> str:
-    """Why a halting signal stops the run, in words."""
-    name, payload, by, why = signal_fields(r)
-    who = f" by {by}" if by else ""
-    because = f": {why}" if why else ""
-    if name == "move":
-        return f"it was moved to {payload.get('to') or 'another store'}{who}{because}"
-    return f"{name}{who}{because}"
+def halt_reason(c: Control) -> str:
+    """Why a halting signal (a move, a cancel, a pause) stops the run, in words."""
+    return f"it was {c.says()}"
 
 
 def denial_of(marker: str, records: Iterable[Record]) -> str | None:
@@ -104,12 +97,13 @@ class StepIndex:
         self.completed: dict[str, Record] = {}  # the first step.completed
         self.reconciled: dict[str, Record] = {}  # the latest reconcile signal
         self.denied: dict[str, str] = {}  # marker -> what the model reads (the first deny)
-        self.halt: Record | None = None  # the signal that stops the run (a move)
+        self.controls = Controls()  # cancel, pause, move, the budget and what was spent
         self.kinds: dict[str, str] = {}  # every step's kind, in the order steps first appear
         for r in records:
             self.add(r)
 
     def add(self, r: Record) -> None:
+        self.controls.add(r)
         if r.type == STEP_STARTED:
             self.started[r.step] = r
             self.starts[r.step] = self.starts.get(r.step, 0) + 1
@@ -123,8 +117,11 @@ class StepIndex:
                 self.reconciled[r.step] = r
             elif name == "deny":
                 self.denied.setdefault(str(payload.get("marker")), deny_reason(by, why))
-            elif name in HALTS and self.halt is None:
-                self.halt = r
+
+    @property
+    def halt(self) -> Control | None:
+        """The signal that stops the run before its next step (a move, a cancel, a pause)."""
+        return self.controls.halt
 
     def is_write(self, step: str) -> bool:
         """The step's latest start recorded a write that may have acted: ``write: true``
@@ -190,6 +187,8 @@ class Journal:
         *,
         stop: Callable[[], bool] | None = None,
         lease: Lease | None = None,
+        prices: Prices | None = None,
+        model: str = "",
     ) -> None:
         self.store = store
         self.run_id = run_id
@@ -197,7 +196,15 @@ class Journal:
         self.index = StepIndex(records)
         self.stop = stop
         self.lease = lease
+        self.prices = prices  # what the budget's cost limit counts in (AgentConfig.prices)
+        self.model = model  # the model a reservation is for (its prices)
         self.unfinished: asyncio.Future[Any] | None = None  # see steps_still_running
+        # Set when a cancel or pause is heard while a step runs (ToolContext.cancelled).
+        self.cancelled = Cancelled()
+        self._heard: Control | None = None  # the halt the attempt's listener heard of
+        self._reading: asyncio.Future[Any] | None = None  # the read in flight, to cancel
+        self.calling = asyncio.Event()  # set while a step's function runs (see listen.py)
+        self.calling_since = 0.0  # time.monotonic() when it began
         # Every record up to _seen is in this view (loaded, appended, or learnt of at a
         # checked append); _known holds the later ones we have, past a gap someone else filled.
         self._seen = self.last_seq
@@ -210,6 +217,11 @@ class Journal:
 
     def is_recorded(self, name: str) -> bool:
         return name in self.index.completed
+
+    @property
+    def reserves(self) -> bool:
+        """The run has a budget: the loop gives each model step its reservation."""
+        return self.index.controls.budget.limited
 
     async def run_step(
         self,
@@ -224,6 +236,7 @@ class Journal:
         classified_by: str = "",
         refused: bool = False,
         gated: bool = False,
+        reserve: Callable[[], int] | None = None,
     ) -> Any:
         """Run one step durably (SPEC §3). ``marker``, for a tool call, binds it to the human
         decisions: the step is recorded under the journal's lock only if no deny for that
@@ -246,7 +259,13 @@ class Journal:
         is recorded on its own only if the read is still running after ``SHOW_AFTER``
         seconds, so that a slow model or tool call shows as it runs, or if it fails, so that
         its next run is its next attempt. A deny for it that
-        landed while it ran refuses its result (the read did nothing to undo)."""
+        landed while it ran refuses its result (the read did nothing to undo).
+
+        Controls (SPEC §10): a cancel, pause or move stops the run before a step starts
+        (RunHalted), re-checked under the lock as the start is recorded; one heard while a
+        read runs cancels it (:meth:`hear`). In a run with a budget every step's start is
+        recorded before it runs, checked under the lock against the limits (OverBudgetError):
+        a model step's start carries its reservation (``reserve()`` tokens) and is fsynced."""
         done = self.index.completed.get(name)
         if done is not None:
             return done.data
@@ -265,6 +284,15 @@ class Journal:
             raise RunStopped(name)
         self._check_halt(name)
         started: dict[str, Any] = {"write": write} if kind == StepKind.TOOL else {}
+        budgeted = not refused and self.index.controls.budget.limited
+        limit: tuple[str, int] | None = None
+        if budgeted:
+            tokens = reserve() if reserve is not None and kind == StepKind.MODEL else 0
+            if kind == StepKind.MODEL:
+                for_model = {"model": self.model} if self.model else {}
+                started["reserve"] = {"tokens": tokens} | for_model
+            limit = (kind, tokens)
+            self._check_budget(name, limit, self.index.controls)
         if kind == StepKind.TOOL and write and idempotent:
             started["idempotent"] = True
         if kind == StepKind.TOOL and write and hint:
@@ -275,10 +303,11 @@ class Journal:
             started["refused"] = True
             return await self._record_with_start(name, kind, started, await fn())
         start = Record.make(STEP_STARTED, name, kind, started)
-        deferred = not write and not gated
+        deferred = not write and not gated and not budgeted
         if not deferred:
+            sync = write or (budgeted and kind == StepKind.MODEL)  # a reservation is kept
             try:
-                await self.append(start, unless_denied=marker, sync=write, starts=name)
+                await self.append(start, unless_denied=marker, sync=sync, starts=name, limit=limit)
             except _DeniedMeanwhile as e:
                 started["refused"] = True
                 refusal = Result(e.reason, is_error=True).to_dict()
@@ -289,11 +318,14 @@ class Journal:
         key = f"{self._key_prefix}{name}"
         attempt = self.index.starts.get(name, 0) + (1 if deferred else 0)
         fence = None if self.lease is None else (self.run_id, self.lease.epoch)
-        token = set_context(ToolContext(self.run_id, name, attempt, key, fence))
+        token = set_context(ToolContext(self.run_id, name, attempt, key, fence, self.cancelled))
         try:
             self._check_lease(name)  # a holder that may have lost its lease calls nothing
-            value, shown = await self._call(fn, start if deferred else None)
+            self.calling_since = time.monotonic()
+            self.calling.set()
+            value, shown = await self._call(name, fn, start if deferred else None, write)
         finally:
+            self.calling.clear()
             reset_context(token)
         # The first execution returns what a replay would: the value passed through JSON.
         value = json.loads(json.dumps(value, allow_nan=False))
@@ -309,11 +341,41 @@ class Journal:
         return (await self.append(completed)).data
 
     def _check_halt(self, name: str) -> None:
-        """Stop before ``name`` when a halting signal (a move) is in this view."""
-        halt = self.index.halt
+        """Stop before ``name`` when a halting signal (a move, a cancel, a pause) is in this
+        view or was heard of."""
+        halt = self.index.halt or self._heard
         if halt is not None:
-            reason = halt_reason(halt)
-            raise RunHalted(self.run_id, signal_fields(halt)[0], name, reason)
+            raise RunHalted(self.run_id, halt.name, name, halt_reason(halt))
+
+    def _check_budget(self, name: str, limit: tuple[str, int], controls: Controls) -> None:
+        """Stop before ``name`` when it would break a limit of the budget."""
+        kind, tokens = limit
+        why = over_budget(
+            controls.budget,
+            controls.spend,
+            step=name,
+            kind=kind,
+            reserve=tokens,
+            model=self.model,
+            started_at=controls.started_at,
+            now=time.time(),
+            prices=self.prices,
+        )
+        if why is not None:
+            raise OverBudgetError(self.run_id, name, why)
+
+    def hear(self, halt: Control) -> None:
+        """A cancel, pause or move was accepted while the attempt runs (its listener heard
+        of it): the read in flight is cancelled (it is unrecorded, so harmless), a write in
+        flight goes on and records its result, the step's ``ToolContext.cancelled`` is set,
+        and no step starts after this."""
+        if self._heard is not None:
+            return
+        self._heard = halt
+        self.cancelled.set()
+        reading = self._reading
+        if reading is not None and not reading.done():
+            reading.cancel()
 
     def _check_lease(self, name: str) -> None:
         """Stop before ``name`` when the lease may be lost: taken over, or not renewed within
@@ -329,57 +391,95 @@ class Journal:
         completed = Record.make(STEP_COMPLETED, name, kind, result)
         return (await self.extend([start, completed]))[-1].data
 
-    async def _call(self, fn: StepFn, deferred: Record | None) -> tuple[Any, bool]:
-        """Await the step's function. A write's (or a gated read's) runs in its own task, so
-        that cancelling the attempt does not pretend to stop it: a tool running in a thread
-        goes on regardless, and a cancelled attempt leaves the task in ``unfinished`` for
-        run() to keep the lease until it ends.
+    async def _call(
+        self, name: str, fn: StepFn, deferred: Record | None, write: bool
+    ) -> tuple[Any, bool]:
+        """Await the step's function. A write's runs in its own task, shielded, so that
+        cancelling the attempt does not pretend to stop it: a tool running in a thread goes on
+        regardless, and a cancelled attempt leaves the task in ``unfinished`` for run() to
+        keep the lease until it ends. A read is cancelled with the attempt.
 
         ``deferred``: the start of a read not recorded yet. The read is awaited in place
         (cancelling the attempt cancels it: nothing of it is recorded, and a read that goes
         on in a thread acts on nothing); its start is appended, unsynced, if it is still
         running after SHOW_AFTER seconds or if it fails. The second value says whether it
-        was."""
+        was.
+
+        A read (deferred or not) that :meth:`hear` cancels ends the attempt with RunHalted."""
         if deferred is None:
-            return await self._call_write(fn), False
+            return await self._call_write(name, fn, write), False
         start = deferred
         showing: list[asyncio.Future[Record]] = []
 
         def show() -> None:
-            showing.append(asyncio.ensure_future(self.append(start, sync=False)))
+            # Checked like any start: a halt that landed meanwhile refuses it (and so
+            # cancels the read), so that no step.started ever follows an accepted cancel.
+            shown = asyncio.ensure_future(self.append(start, sync=False, starts=name))
+            shown.add_done_callback(self._shown)
+            showing.append(shown)
 
         timer = asyncio.get_running_loop().call_later(SHOW_AFTER, show)
+        reading = self._reading = asyncio.ensure_future(fn())
         try:
-            value = await fn()
+            value = await reading
         except asyncio.CancelledError:
             for f in showing:
                 f.add_done_callback(_retrieve)
+            me = asyncio.current_task()
+            heard = self._heard
+            if heard is not None and reading.cancelled() and (me is None or not me.cancelling()):
+                # Cancelled by hear(), not by whoever runs the attempt: the run stops here.
+                raise RunHalted(self.run_id, heard.name, name, halt_reason(heard)) from None
             raise
         except Exception:
             # The read failed (its result is not recorded): its start is, so that the next
             # attempt of it counts as the next (ToolContext.attempt) and the failure's
             # outcome is made after the journal's last record.
+            # A halt that landed meanwhile refuses that start too, and ends the attempt.
             if not showing:
-                showing.append(asyncio.ensure_future(self.append(start, sync=False)))
-            await asyncio.gather(showing[0], return_exceptions=True)
+                shown = self.append(start, sync=False, starts=name)
+                showing.append(asyncio.ensure_future(shown))
+            (refused,) = await asyncio.gather(showing[0], return_exceptions=True)
+            if isinstance(refused, RunHalted):
+                raise refused from None
             raise
         finally:
             timer.cancel()
+            self._reading = None
         if showing:
             await showing[0]  # the start is in the journal (or the attempt ends here)
         return value, bool(showing)
 
-    async def _call_write(self, fn: StepFn) -> Any:
+    def _shown(self, shown: asyncio.Future[Record]) -> None:
+        """A read's start, shown while it runs, was refused by a halt: stop the read."""
+        if shown.cancelled() or not isinstance(shown.exception(), RunHalted):
+            return
+        halt = self.index.halt
+        if halt is not None:
+            self.hear(halt)
+
+    async def _call_write(self, name: str, fn: StepFn, write: bool) -> Any:
         task = asyncio.ensure_future(fn())
+        if not write:
+            # A gated or budgeted read: cancelling the attempt (or hear()) cancels it, as it
+            # does a read whose start is deferred; nothing it did needs its lease kept.
+            self._reading = task
         try:
-            return await asyncio.shield(task)
+            return await (task if not write else asyncio.shield(task))
         except asyncio.CancelledError:
-            if not task.done():
+            heard = self._heard
+            if heard is not None and not write and task.cancelled():
+                me = asyncio.current_task()
+                if me is None or not me.cancelling():
+                    raise RunHalted(self.run_id, heard.name, name, halt_reason(heard)) from None
+            if write and not task.done():
                 self.unfinished = task
                 _UNFINISHED.add(task)
                 task.add_done_callback(_UNFINISHED.discard)
                 task.add_done_callback(_retrieve)
             raise
+        finally:
+            self._reading = None
 
     async def append(
         self,
@@ -388,14 +488,17 @@ class Journal:
         unless_denied: str | None = None,
         sync: bool = True,
         starts: str | None = None,
+        limit: tuple[str, int] | None = None,
     ) -> Record:
         """Append a record to the run's journal and to this view of it. ``unless_denied``
         refuses the append (``_DeniedMeanwhile``) when a deny for that marker is recorded,
         whether this view holds it already (learnt at an earlier step's checked append) or it
-        landed since. ``starts``: the append starts that step, so a halting signal (a move)
-        that landed meanwhile refuses it (RunHalted). Records others appended meanwhile
-        (signals) join this view too."""
-        return (await self._append((record,), unless_denied, sync, starts))[0]
+        landed since. ``starts``: the append starts that step, so a halting signal (a move, a
+        cancel, a pause not resumed) that landed meanwhile refuses it (RunHalted); ``limit``
+        (the step's kind and reservation) re-checks the budget with any budget signal that
+        landed (OverBudgetError). Records others appended meanwhile (signals) join this view
+        too."""
+        return (await self._append((record,), unless_denied, sync, starts, limit))[0]
 
     async def extend(
         self,
@@ -414,6 +517,7 @@ class Journal:
         unless_denied: str | None,
         sync: bool,
         starts: str | None = None,
+        limit: tuple[str, int] | None = None,
     ) -> list[Record]:
         check = None
         missed: list[Record] = []
@@ -425,10 +529,16 @@ class Journal:
             def check(records: list[Record]) -> None:
                 missed[:] = [r for r in records if r.seq not in known]
                 if starts is not None:
-                    halt = next((r for r in missed if _halts(r)), None)
+                    controls = index.controls
+                    if any(halts(r) for r in missed):
+                        controls = controls.copy()
+                        for r in missed:
+                            controls.add(r)
+                    halt = controls.halt
                     if halt is not None:
-                        why = halt_reason(halt)
-                        raise RunHalted(run_id, signal_fields(halt)[0], starts, why)
+                        raise RunHalted(run_id, halt.name, starts, halt_reason(halt))
+                    if limit is not None:
+                        self._check_budget(starts, limit, controls)
                 if marker is None:
                     return
                 reason = index.denied.get(marker) or denial_of(marker, missed)
@@ -462,10 +572,6 @@ class Journal:
         self.records.extend(records)
         if records[0].seq < tail:
             self.records.sort(key=lambda r: r.seq)
-
-
-def _halts(r: Record) -> bool:
-    return r.type == SIGNAL and signal_fields(r)[0] in HALTS
 
 
 _T = TypeVar("_T")

@@ -9,11 +9,14 @@ from .fold import RunStatus
 STATUS_GLYPH: dict[RunStatus, str] = {
     RunStatus.CORRUPT: "⊘",
     RunStatus.INDETERMINATE: "✖",
+    RunStatus.OVER_BUDGET: "◆",
     RunStatus.AWAITING_APPROVAL: "▲",
     RunStatus.FAILED: "✗",
     RunStatus.RUNNING: "●",
+    RunStatus.PAUSED: "‖",
     RunStatus.READY: "○",
     RunStatus.COMPLETED: "✓",
+    RunStatus.CANCELLED: "■",
     RunStatus.MOVED: "⇢",
 }
 

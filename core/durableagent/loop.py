@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .budget import Budget, Prices, reservation
 from .calls import marker_for
+from .durations import parse_duration
 from .errors import MaxTurnsExceeded, ToolNameCollisionError
 from .gate import Pending, PolicyGate, describe_policy, policy_source
 from .messages import Message, StepKind, ToolCall
@@ -33,9 +36,14 @@ class StepRunner(Protocol):
         classified_by: str = "",
         refused: bool = False,
         gated: bool = False,
+        reserve: Callable[[], int] | None = None,
     ) -> Any: ...
 
     def is_recorded(self, name: str) -> bool: ...
+
+
+# A runner that sets ``reserves`` true is given each model step's ``reserve``: a function
+# returning the tokens the call may use (see budget.reservation); other runners never are.
 
 
 class PlainRunner:
@@ -54,6 +62,7 @@ class PlainRunner:
         classified_by: str = "",
         refused: bool = False,
         gated: bool = False,
+        reserve: Callable[[], int] | None = None,
     ) -> Any:
         token = set_context(plain_context(name))
         try:
@@ -70,6 +79,12 @@ class AgentConfig:
     """The model, its tools, an optional system prompt (sent first on every call, never
     recorded as input) and the turn limit.
 
+    ``budget`` is recorded in the ``run.started`` of each run this agent starts that was not
+    given one (``submit(..., budget=)``); ``prices`` (``{"model": (per million input, per
+    million output)}``) are what a budget's ``cost`` counts in; ``approve_within`` (seconds,
+    or a duration such as ``"2h"``) is how long any gated call waits for a human before it
+    is denied, unless its tool or gate says otherwise (SPEC §10).
+
     This is where an agent's tools come together (its own functions, each MCP server's), so
     two tools of one name are refused here, naming where each came from: the model could not
     tell them apart, and every step would run whichever came last."""
@@ -78,8 +93,13 @@ class AgentConfig:
     tools: Sequence[Tool] = ()
     system: str | None = None
     max_turns: int = 20
+    budget: Budget | None = None
+    prices: Prices | None = None
+    approve_within: float | str | None = None
 
     def __post_init__(self) -> None:
+        if self.approve_within is not None:
+            object.__setattr__(self, "approve_within", parse_duration(self.approve_within))
         seen: dict[str, Tool] = {}
         for t in self.tools:
             first = seen.setdefault(t.name, t)
@@ -124,8 +144,11 @@ async def run_loop(
             reply = await config.model.complete(convo, config.tools)
             return reply.to_dict()
 
+        budgeting: dict[str, Any] = {}
+        if getattr(runner, "reserves", False):
+            budgeting["reserve"] = lambda: _reservation(config, convo)
         reply = Message.from_dict(
-            await runner.run_step(model_step(turn), StepKind.MODEL, call_model)
+            await runner.run_step(model_step(turn), StepKind.MODEL, call_model, **budgeting)
         )
         convo.append(reply)
         if not reply.tool_calls:
@@ -167,6 +190,15 @@ async def run_loop(
             convo.append(Message("tool", result.content, tool_call_id=call.id, name=call.name))
 
     raise MaxTurnsExceeded(config.max_turns)
+
+
+def _reservation(config: AgentConfig, convo: Sequence[Message]) -> int:
+    """The tokens the next model call may use: its adapter's output limit (``output_limit``,
+    when it has one) and an estimate of what it is sent."""
+    sent = json.dumps([m.to_dict() for m in convo]) + json.dumps(
+        [[t.name, t.description, t.parameters] for t in config.tools]
+    )
+    return reservation(getattr(config.model, "output_limit", None), len(sent))
 
 
 def _policy_line(tool: Tool | None, gate: PolicyGate) -> str:

@@ -18,6 +18,9 @@ class Status(enum.StrEnum):
     INDETERMINATE = "indeterminate"
     FAILED = "failed"
     MOVED = "moved"  # a move signal stopped it: the run lives in another store now
+    CANCELLED = "cancelled"  # a cancel signal stopped it
+    PAUSED = "paused"  # a pause signal stopped it until a resume
+    OVER_BUDGET = "over_budget"  # its next step would have broken a limit of its budget
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .calls import requested_calls
+from .control import Control, Controls
 from .errors import DurableAgentError, StoreUnavailableError
 from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .gate import Pending
@@ -95,10 +96,23 @@ class RunView:
     # indeterminate: why its write may still land (its holder may be paused, not dead); ""
     late_write: str = ""
     moved_to: str | None = None  # where a move signal sent it (agentrun copy --move)
+    # The controls: the cancel or pause in force, the budget and what was spent (SPEC §10).
+    controls: Controls = field(default_factory=Controls)
 
     @property
     def last_seq(self) -> int:
         return self.records[-1].seq if self.records else 0
+
+    @property
+    def halt(self) -> Control | None:
+        """The cancel or pause in force (who, when, why), if any."""
+        return self.controls.cancelled or self.controls.paused
+
+    @property
+    def stopping(self) -> str:
+        """``cancel`` or ``pause`` while the running attempt winds down after one; ""."""
+        halt = self.halt if self.status == RunStatus.RUNNING else None
+        return "" if halt is None else halt.name
 
     @property
     def needs_human(self) -> bool:
@@ -116,6 +130,12 @@ class RunView:
             return f"approve {self.pending[0].tool}{more}" if self.pending else "approval"
         if self.status == RunStatus.MOVED:
             return f"moved to {self.moved_to}"
+        if self.status in (RunStatus.CANCELLED, RunStatus.PAUSED) and self.halt is not None:
+            return self.halt.says()
+        if self.status == RunStatus.OVER_BUDGET and self.outcome is not None:
+            return self.outcome.error
+        if self.stopping and self.halt is not None:
+            return f"stopping: {self.halt.says()}"
         return ""
 
 
@@ -205,6 +225,7 @@ def view_run(
         started_at=records[0].at if records else None,
         last_activity=status_fold.last_at,
         moved_to=status_fold.moved_to,
+        controls=status_fold.controls,
         error=error,
         outcome=outcome,
         leased=leased,

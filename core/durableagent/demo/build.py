@@ -13,7 +13,7 @@ from ..errors import StoreError
 from ..messages import Message
 from ..outcome import Status
 from ..run import Config, run, submit
-from ..run import signal as send_signal
+from ..signals import signal as send_signal
 from ..stores import FileStore
 from ..view import view_store
 from ..worker import note_failure

@@ -49,6 +49,11 @@ class AnthropicModel(SDKClient[anthropic.AsyncAnthropic]):
         self._api_key = api_key
         self._hold(client, _RESERVED, settings)
 
+    @property
+    def output_limit(self) -> int:
+        """The most tokens a reply may hold (what a budgeted run reserves for it)."""
+        return self.max_tokens
+
     def _new_client(self) -> anthropic.AsyncAnthropic:
         try:
             return anthropic.AsyncAnthropic(

@@ -20,11 +20,18 @@ Reply = Message | Callable[[Sequence[Message]], Message]
 
 class ScriptedModel:
     """Replays ``replies`` in order (each a Message, or a function of the messages) and counts
-    ``.calls``. Deterministic: made for tests and demos."""
+    ``.calls``. Deterministic: made for tests and demos. ``output_limit`` is what a budgeted
+    run reserves for each reply (None: the default of budget.py)."""
 
-    def __init__(self, replies: Sequence[Reply] | Callable[[Sequence[Message]], Message]) -> None:
+    def __init__(
+        self,
+        replies: Sequence[Reply] | Callable[[Sequence[Message]], Message],
+        *,
+        output_limit: int | None = None,
+    ) -> None:
         self._replies = replies
         self.calls = 0
+        self.output_limit = output_limit
 
     async def complete(self, messages: Sequence[Message], tools: Sequence[Tool]) -> Message:
         self.calls += 1

@@ -46,6 +46,16 @@ class OpenAIModel(SDKClient[openai.AsyncOpenAI]):
         self._api_key = api_key
         self._hold(client, _RESERVED, settings)
 
+    @property
+    def output_limit(self) -> int | None:
+        """The most tokens a reply may hold, when the settings bound it
+        (``max_completion_tokens``, ``max_tokens``): what a budgeted run reserves for it."""
+        for key in ("max_completion_tokens", "max_tokens"):
+            value = self.settings.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+        return None
+
     def _new_client(self) -> openai.AsyncOpenAI:
         try:
             return openai.AsyncOpenAI(base_url=self._base_url, api_key=self._api_key, max_retries=0)

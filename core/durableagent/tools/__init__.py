@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .base import (
     CLASSIFIED_BY,
+    Cancelled,
     Result,
     Tool,
     ToolContext,
@@ -20,6 +21,7 @@ from .typed import tool
 
 __all__ = [
     "CLASSIFIED_BY",
+    "Cancelled",
     "Result",
     "Tool",
     "ToolContext",

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import inspect
+import threading
 import typing
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..durations import parse_duration
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +31,48 @@ class Result:
         if not isinstance(d, dict) or not isinstance(d.get("content"), str):
             raise ValueError("a tool result must be an object with a string content")
         return cls(content=d["content"], is_error=bool(d.get("is_error", False)))
+
+
+class Cancelled(threading.Event):
+    """Set when a cancel or pause of the run is accepted while its step runs: a
+    ``threading.Event`` a tool in a thread can poll or wait on, and awaitable on any event
+    loop (:meth:`wait_async`) for an async tool."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._guard = threading.Lock()
+
+    def set(self) -> None:
+        super().set()
+        with self._guard:
+            waiters, self._waiters = self._waiters, []
+        for loop, fut in waiters:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits there
+                loop.call_soon_threadsafe(_resolve, fut)
+
+    async def wait_async(self) -> None:
+        """Return once the event is set (at once if it is)."""
+        if self.is_set():
+            return
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        with self._guard:
+            if self.is_set():
+                return
+            waiter = (loop, fut)
+            self._waiters.append(waiter)
+        try:
+            await fut
+        finally:
+            with self._guard:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+
+
+def _resolve(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +93,11 @@ class ToolContext:
       worker took the run over, with its write already on the wire: no store can stop that,
       but the system written to can, by refusing a write whose epoch is lower than one it has
       seen for that run (Kleppmann's fencing tokens). Pass it along with the write.
+    - ``cancelled``: set when a human cancels or pauses the run while this step runs (a
+      ``threading.Event``; ``await ctx.wait_cancelled()`` in an async tool). A long tool may
+      end early: whatever it returns is recorded as its result, and if it raises, a write is
+      indeterminate as always. A read that ignores it is cancelled anyway (its result is not
+      recorded); a write is never interrupted.
     """
 
     run_id: str
@@ -54,6 +105,11 @@ class ToolContext:
     attempt: int
     idempotency_key: str
     fence: tuple[str, int] | None = None
+    cancelled: Cancelled = field(default_factory=Cancelled, compare=False, repr=False)
+
+    async def wait_cancelled(self) -> None:
+        """Return once the run is cancelled or paused (see ``cancelled``)."""
+        await self.cancelled.wait_async()
 
 
 _CONTEXT: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
@@ -102,6 +158,8 @@ class Tool:
     same as ``write``), ``idempotent`` (a write the external system deduplicates on the
     step's idempotency key, so an unfinished one is simply run again) and ``hint`` (where a
     human can check whether an unfinished write happened, shown when reconciling).
+    ``approve_within`` (seconds, or a duration such as ``"2h"``) is how long a call waiting
+    for a human waits before it is denied (``by: "deadline"``): never approved.
 
     ``classified_by`` says where that policy came from when the code did not declare it: one
     of :data:`CLASSIFIED_BY` ("annotation": the server's annotations, "override": the
@@ -120,6 +178,7 @@ class Tool:
     approve: bool | None = None
     idempotent: bool = False
     hint: str = ""
+    approve_within: float | str | None = None
     classified_by: str = ""
     origin: str = ""
     about: str = ""
@@ -131,6 +190,12 @@ class Tool:
                 f"tool {self.name!r}: idempotent applies to writes (a read is always run "
                 "again); declare it write=True, idempotent=True"
             )
+        if self.approve_within is not None:
+            try:
+                within = parse_duration(self.approve_within)
+            except ValueError as e:
+                raise ValueError(f"tool {self.name!r}: approve_within: {e}") from None
+            object.__setattr__(self, "approve_within", within)
         if self.classified_by not in ("", *CLASSIFIED_BY):
             raise ValueError(
                 f"tool {self.name!r}: classified_by is one of {', '.join(CLASSIFIED_BY)}, "

@@ -67,6 +67,7 @@ def tool(
     approve: bool | None = None,
     idempotent: bool = False,
     hint: str = "",
+    approve_within: float | str | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -80,19 +81,25 @@ def tool(
     approve: bool | None = None,
     idempotent: bool = False,
     hint: str = "",
+    approve_within: float | str | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a typed function a Tool: ``@tool``, ``@tool(write=True)``,
-    ``@tool(write=True, approve=False)``, ``@tool(write=True, idempotent=True, hint="...")``.
+    ``@tool(write=True, approve=False)``, ``@tool(write=True, idempotent=True, hint="...")``,
+    ``@tool(write=True, approve_within="2h")``.
 
     ``name`` defaults to the function's name, ``description`` to the docstring's first
-    paragraph. ``write``, ``approve``, ``idempotent`` and ``hint`` are the tool's policy (see
+    paragraph. ``write``, ``approve``, ``idempotent``, ``hint`` and ``approve_within`` (how
+    long a call waits for a human before it is denied) are the tool's policy (see
     :class:`Tool`; :func:`durableagent.gate_for` builds the gate from it). The function may be
     sync (run in a thread) or async; it returns a str, a Result, or any JSON value (sent to the
     model as JSON text). It raises TypeError at once for a parameter type that has no JSON
     schema."""
 
     def build(f: Callable[..., Any]) -> Tool:
-        return _build(f, name, description, write, approve, idempotent, hint)
+        t = _build(f, name, description, write, approve, idempotent, hint)
+        if approve_within is not None:
+            t = dataclasses.replace(t, approve_within=approve_within)
+        return t
 
     return build if fn is None else build(fn)
 

@@ -19,6 +19,8 @@ import time
 from contextlib import suppress
 from dataclasses import dataclass
 
+from ..deadlines import BY as DEADLINE
+from ..deadlines import lapse_reason, lapsed, next_deadline
 from ..errors import (
     DurableAgentError,
     LeaseLostError,
@@ -28,10 +30,11 @@ from ..errors import (
     StoreUnavailableError,
 )
 from ..fold import RunStatus, Summary
-from ..gate import PolicyGate
+from ..gate import Pending, PolicyGate
 from ..journal import steps_still_running
 from ..loop import AgentConfig
 from ..run import Config, run
+from ..signals import signal
 from ..stores import Store
 from .holder import Holder, Source, is_lost
 from .retry import (
@@ -124,12 +127,14 @@ class Worker:
         self.owner = owner
         self._stopping = False
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._wakes: dict[str, asyncio.Event] = {}  # each running run's: its journal changed
         self._dirty: set[str] = set()
         self._scan_all = True
         self._wake = asyncio.Event()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._gave_up: set[str] = set()
         self._backlog: set[str] = set()
+        self._denying: set[asyncio.Task[None]] = set()  # lapsed approvals being denied
         # Failures the store could not record (full, read-only), kept in memory: they must
         # still slow the retries down.
         self._seen_failures: dict[str, Attempts] = {}
@@ -203,6 +208,8 @@ class Worker:
                     self._scan_all = True
                 else:
                     self._dirty |= ids
+                for run_id in ids & self._wakes.keys():
+                    self._wakes[run_id].set()  # its attempt looks for a cancel or a pause
                 self._wake.set()
         except Exception as e:  # the periodic look keeps the worker correct without it
             log.warning(
@@ -228,12 +235,13 @@ class Worker:
 
     def _look_all(self) -> list[tuple[Summary, Attempts | None]]:
         """Every run that may need this worker, from the store's summaries (no journal is
-        read)."""
+        read): ready and failed ones, and those whose pending calls have a deadline."""
         wanted = (RunStatus.READY, RunStatus.FAILED)
         return [
-            (s, self._attempts(s.run_id))
+            (s, self._attempts(s.run_id) if s.status in wanted else None)
             for s in self.store.summaries()
-            if s.status in wanted and s.run_id not in self._running
+            if s.run_id not in self._running
+            and (s.status in wanted or next_deadline(s.pending) is not None)
         ]
 
     def _look(self, ids: list[str]) -> list[tuple[Summary, Attempts | None]]:
@@ -256,6 +264,9 @@ class Worker:
     def _consider(self, summary: Summary, attempts: Attempts | None) -> None:
         run_id = summary.run_id
         if self._stopping or run_id in self._running:
+            return
+        if summary.status == RunStatus.AWAITING_APPROVAL:
+            self._watch_deadlines(summary)
             return
         if summary.status not in (RunStatus.READY, RunStatus.FAILED):
             self._gave_up.discard(run_id)
@@ -299,6 +310,43 @@ class Worker:
         self._timers.pop(run_id, None)
         self.poke(run_id)
 
+    # -- approval deadlines --------------------------------------------------------------
+
+    def _watch_deadlines(self, summary: Summary) -> None:
+        """Deny the pending calls whose deadline passed; look again at the next one."""
+        due = next_deadline(summary.pending)
+        if due is None:
+            return
+        run_id = summary.run_id
+        wait = due - time.time()
+        if wait > 0:
+            if run_id not in self._timers:
+                self._timers[run_id] = asyncio.get_running_loop().call_later(
+                    wait, self._due, run_id
+                )
+            return
+        calls = lapsed(summary.pending, time.time())
+        task = asyncio.create_task(asyncio.to_thread(self._deny_lapsed, run_id, calls))
+        self._denying.add(task)
+        task.add_done_callback(self._denying.discard)
+
+    def _deny_lapsed(self, run_id: str, calls: list[Pending]) -> None:
+        """Record ``deny`` by "deadline" for each lapsed call, under the journal's lock: a
+        human who decided first (or another worker) wins, and nothing is written."""
+        for p in calls:
+            try:
+                signal(
+                    self.store,
+                    run_id,
+                    "deny",
+                    {"marker": p.marker},
+                    by=DEADLINE,
+                    reason=lapse_reason(p),
+                )
+                log.info("run %s: %s denied, %s", run_id, p.step, lapse_reason(p))
+            except DurableAgentError as e:
+                log.debug("run %s: %s not denied (%s)", run_id, p.step, e)
+
     # -- executing -----------------------------------------------------------------------
 
     async def _execute(self, run_id: str) -> None:
@@ -308,8 +356,11 @@ class Worker:
             return
         config = Config(agent.config, agent.gate, self.store)
         again = True  # look at the run again at once when this attempt ends
+        wake = self._wakes[run_id] = asyncio.Event()
         try:
-            outcome = await run(config, run_id, None, stop=lambda: self._stopping, owner=self.owner)
+            outcome = await run(
+                config, run_id, None, stop=lambda: self._stopping, owner=self.owner, wake=wake
+            )
         except RunBusyError:
             log.debug("run %s is busy elsewhere; skipped", run_id)
         except RunStopped:
@@ -346,6 +397,7 @@ class Worker:
                 log.warning("run %s: cannot clear its failure count (%s)", run_id, e)
         finally:
             self._running.pop(run_id, None)
+            self._wakes.pop(run_id, None)
             # The run may be ready again (a signal arrived meanwhile), and a slot is free.
             if again:
                 self._dirty.add(run_id)
@@ -381,6 +433,8 @@ class Worker:
             )
 
     async def _drain(self) -> None:
+        if self._denying:  # a deny in flight is a signal being recorded: let it land
+            await asyncio.gather(*self._denying, return_exceptions=True)
         tasks = list(self._running.values())
         if tasks:
             _, late = await asyncio.wait(tasks, timeout=self.grace)
