@@ -182,9 +182,10 @@ class AttemptLogs:
 # them, and splitting lines is three times faster than parsing JSON.
 #   run_id, stamp ("size:mtime_ns" of the journal), status, steps, model_calls, started_at,
 #   last_activity, last_seq, waiting_on, error, answer, pending (JSON), indeterminate, signals,
-#   forked_from (JSON). Rows of another length (an older version's) are rebuilt by readers.
+#   forked_from (JSON), controls (JSON: budget, spent, the cancel or pause in force; "" for
+#   most runs). Rows of another length (an older version's) are rebuilt by readers.
 Row = list[str]
-_FIELDS = 15
+_FIELDS = 16
 _ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 _UNESCAPE = re.compile(r"\\(.)")
 _UNESCAPES = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r"}
@@ -233,6 +234,7 @@ def row_of(summary: Summary, stamp: str) -> Row:
         _esc(summary.indeterminate),
         str(summary.signals),
         "" if origin is None else json.dumps(origin.to_dict()),
+        _esc(summary.controls),
     ]
 
 
@@ -257,6 +259,7 @@ def listing_row(root_mtime: int) -> Row:
         "",
         "0",
         "",
+        "",
     ]
 
 
@@ -278,6 +281,7 @@ def joined(row: Row) -> str:
 
 _STATUS = {str(s): s for s in RunStatus}
 _SETTLED = (RunStatus.COMPLETED, RunStatus.CORRUPT)
+_HALTED = (RunStatus.CANCELLED, RunStatus.PAUSED)  # held: running, and stopping for these
 
 
 _new = tuple.__new__  # a listing turns 100,000 rows into summaries: no per-field defaults
@@ -292,17 +296,20 @@ def summary_of(row: Row, leased: bool, note: str = "") -> Summary:
     origin = ForkedFrom.from_dict(json.loads(row[14])) if row[14] else None
     # A journal that does not load stays corrupt whoever holds its lease; a fork's journal
     # is "corrupt" only until its copy is whole, and its forker holds the lease meanwhile.
+    controls = _unesc(row[15])
     if leased and (status not in _SETTLED or (status == RunStatus.CORRUPT and origin)):
+        if not note and status in _HALTED:
+            note = f"stopping: {_unesc(row[8])}"  # a cancel or pause; the attempt winds down
         fields: tuple[Any, ...] = (
             row[0], RunStatus.RUNNING, int(row[3]), int(row[4]), started, last, int(row[7]),
-            note, "", _unesc(row[10]), True, (), None, int(row[13]), origin,
+            note, "", _unesc(row[10]), True, (), None, int(row[13]), origin, controls,
         )  # fmt: skip
     else:
         pending = tuple(Pending.from_dict(p) for p in json.loads(row[11])) if row[11] else ()
         fields = (
             row[0], status, int(row[3]), int(row[4]), started, last, int(row[7]),
             _unesc(row[8]), _unesc(row[9]), _unesc(row[10]), leased, pending,
-            _unesc(row[12]) or None, int(row[13]), origin,
+            _unesc(row[12]) or None, int(row[13]), origin, controls,
         )  # fmt: skip
     summary: Summary = _new(Summary, fields)
     return summary

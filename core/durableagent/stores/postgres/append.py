@@ -383,6 +383,7 @@ def summary_args(run_id: str, fold: Fold, outcome: Outcome | None) -> dict[str, 
         "indeterminate": s.indeterminate,
         "signals": s.signals,
         "forked_from": None if s.forked_from is None else dumps(s.forked_from.to_dict()),
+        "controls": s.controls or None,
     }
 
 

@@ -545,6 +545,7 @@ def _ddl(name: str, schema: sql.Identifier) -> sql.Composed:
 
 _STATUS = {str(s): s for s in RunStatus}
 _SETTLED = (RunStatus.COMPLETED, RunStatus.CORRUPT)
+_HALTED = (RunStatus.CANCELLED, RunStatus.PAUSED)  # held: running, and stopping for these
 
 
 _new = tuple.__new__  # a listing turns 100,000 rows into summaries: no per-field defaults
@@ -555,19 +556,23 @@ def _summary_from(row: Sequence[Any]) -> Summary | None:
     status is as if the lease were free: a held lease makes it running (as file_logs'
     summary_of does for the FileStore's index)."""
     (run_id, status, steps, calls, started, last, last_seq, waiting, error, answer, pending,
-     indeterminate, signals, forked, held) = row  # fmt: skip
+     indeterminate, signals, forked, controls, held) = row  # fmt: skip
     if status is None:
         return None
     status = _STATUS[status]
     origin = ForkedFrom.from_dict(json.loads(forked)) if forked else None
+    controls = controls or ""
     fields: tuple[Any, ...]
     if held and status not in _SETTLED:
-        fields = (run_id, RunStatus.RUNNING, steps, calls, started, last, last_seq, "", "",
-                  answer, True, (), None, signals, origin)  # fmt: skip
+        # A cancel or pause: the attempt winds down (Summary.stopping says which).
+        note = f"stopping: {waiting}" if status in _HALTED else ""
+        fields = (run_id, RunStatus.RUNNING, steps, calls, started, last, last_seq, note, "",
+                  answer, True, (), None, signals, origin, controls)  # fmt: skip
     else:
         waiting_calls = tuple(Pending.from_dict(p) for p in json.loads(pending)) if pending else ()
         fields = (run_id, status, steps, calls, started, last, last_seq, waiting, error, answer,
-                  bool(held), waiting_calls, indeterminate, signals, origin)  # fmt: skip
+                  bool(held), waiting_calls, indeterminate, signals, origin,
+                  controls)  # fmt: skip
     summary: Summary = _new(Summary, fields)
     return summary
 

@@ -65,7 +65,8 @@ WITH updated AS (
         started_at = %(started_at)s, last_activity = %(last_activity)s,
         waiting_on = %(waiting_on)s, error = %(error)s,
         answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
-        signals = %(signals)s, forked_from = %(forked_from)s
+        signals = %(signals)s, forked_from = %(forked_from)s,
+        controls = %(controls)s
     WHERE run_id = %(run_id)s AND last_seq = %(first)s - 1 AND version = %(version)s
       AND (%(epoch)s::bigint IS NULL OR holder_epoch = %(epoch)s::bigint)
     RETURNING version
@@ -98,7 +99,7 @@ SELECT line FROM records WHERE run_id = %(run_id)s AND seq = %(seq)s;
 -- Every run's status line (kept at each append, a column per field) and whether its lease is
 -- held now.
 SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, waiting_on,
-       error, answer, pending, indeterminate, signals, forked_from,
+       error, answer, pending, indeterminate, signals, forked_from, controls,
        -- most runs have no holder: the function (and its look at pg_locks) only for the rest
        CASE WHEN holder IS NULL THEN false
             ELSE lease_held(holder, expires_at) END
@@ -106,7 +107,7 @@ FROM runs WHERE last_seq > 0 ORDER BY run_id;
 
 -- name: summary
 SELECT run_id, status, steps, model_calls, started_at, last_activity, last_seq, waiting_on,
-       error, answer, pending, indeterminate, signals, forked_from,
+       error, answer, pending, indeterminate, signals, forked_from, controls,
        lease_held(holder, expires_at)
 FROM runs WHERE run_id = %(run_id)s AND last_seq > 0;
 
@@ -117,7 +118,8 @@ UPDATE runs SET fold = %(fold)s, version = version + 1,
     started_at = %(started_at)s, last_activity = %(last_activity)s,
     waiting_on = %(waiting_on)s, error = %(error)s,
     answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
-    signals = %(signals)s, forked_from = %(forked_from)s
+    signals = %(signals)s, forked_from = %(forked_from)s,
+        controls = %(controls)s
 WHERE run_id = %(run_id)s AND version = %(version)s;
 
 -- name: take_lease
@@ -192,7 +194,8 @@ UPDATE runs SET last_seq = %(last_seq)s, version = version + 1, fold = %(fold)s,
     started_at = %(started_at)s, last_activity = %(last_activity)s,
     waiting_on = %(waiting_on)s, error = %(error)s,
     answer = %(answer)s, pending = %(pending)s, indeterminate = %(indeterminate)s,
-    signals = %(signals)s, forked_from = %(forked_from)s
+    signals = %(signals)s, forked_from = %(forked_from)s,
+        controls = %(controls)s
 WHERE run_id = %(run_id)s;
 
 -- name: notify

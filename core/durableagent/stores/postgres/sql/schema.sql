@@ -1,4 +1,4 @@
--- The PostgresStore's tables and functions, schema version 2.
+-- The PostgresStore's tables and functions, schema version 3.
 --
 -- Run once per store, in one transaction, with search_path set to the store's schema (names
 -- here are unqualified on purpose: one file serves every schema). Every connection of a
@@ -37,6 +37,7 @@ CREATE TABLE runs (
     indeterminate text,
     signals integer,
     forked_from text,    -- JSON: where a fork came from, NULL for a run that is none
+    controls text,       -- JSON: budget, spent, the cancel or pause in force; NULL: none
     epoch bigint NOT NULL DEFAULT 0,   -- the last lease epoch given: the fencing token
     holder text,         -- the lease holder's owner name; NULL: free
     holder_epoch bigint,
@@ -88,7 +89,8 @@ LANGUAGE sql AS $$
         last_activity = (p->>'last_activity')::double precision,
         waiting_on = p->>'waiting_on', error = p->>'error', answer = p->>'answer',
         pending = p->>'pending', indeterminate = p->>'indeterminate',
-        signals = (p->>'signals')::integer, forked_from = p->>'forked_from'
+        signals = (p->>'signals')::integer, forked_from = p->>'forked_from',
+        controls = p->>'controls'
     WHERE run_id = p_run_id
 $$;
 
@@ -233,4 +235,4 @@ BEGIN
 END
 $$;
 
-INSERT INTO schema_version (version) VALUES (2);
+INSERT INTO schema_version (version) VALUES (3);
