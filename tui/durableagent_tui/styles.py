@@ -23,11 +23,14 @@ class StatusLook:
 _STYLE_WORD: dict[RunStatus, tuple[str, str]] = {
     RunStatus.CORRUPT: ("bold magenta", "corrupt"),
     RunStatus.INDETERMINATE: ("bold red", "indeterminate"),
+    RunStatus.OVER_BUDGET: ("bold red", "over_budget"),
     RunStatus.AWAITING_APPROVAL: ("bold yellow", "awaiting"),
     RunStatus.FAILED: ("red", "failed"),
     RunStatus.RUNNING: ("bold cyan", "running"),
+    RunStatus.PAUSED: ("yellow", "paused"),
     RunStatus.READY: ("blue", "ready"),
     RunStatus.COMPLETED: ("green", "completed"),
+    RunStatus.CANCELLED: ("dim", "cancelled"),
     RunStatus.MOVED: ("dim", "moved"),
 }
 

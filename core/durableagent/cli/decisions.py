@@ -9,7 +9,7 @@ from typing import Any
 from ..fold import RunStatus
 from ..journal import Reconcile
 from ..record import Record
-from ..run import signal
+from ..signals import signal
 from ..view import view_store
 from .common import Parents, Refused, Usage, clean, require_run, store_of
 

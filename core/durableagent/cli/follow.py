@@ -15,12 +15,15 @@ from ..fold import Fold, RunStatus, Summary
 from ..record import Record
 from ..stores import Store
 
-# The statuses a followed run stops at: done (or gone to another store), or waiting for a
-# human.
+# The statuses a followed run stops at: done (or gone to another store), stopped by a human
+# (cancelled, paused), or waiting for one.
 STOPS = frozenset(
     {
         RunStatus.COMPLETED,
         RunStatus.MOVED,
+        RunStatus.CANCELLED,
+        RunStatus.PAUSED,
+        RunStatus.OVER_BUDGET,
         RunStatus.AWAITING_APPROVAL,
         RunStatus.INDETERMINATE,
         RunStatus.FAILED,

@@ -1,12 +1,12 @@
 """agentrun: the command line for durable agent runs.
 
 This module only wires argparse to the command families (one module each: ``runs``,
-``decisions``, ``operations``, ``serve``, ``stores``, ``completion``). Exit codes: 0 done, 1
-refused or failed (one line on stderr saying why and what to do; ``store unavailable: ...``
-when the store's server did not answer), 2 usage (with the command's own usage line), 130
-interrupted (ctrl+c); ``show --follow`` adds 3: the run stopped for a human. Read commands
-never create a store; ``submit`` does. ``--store`` goes before or after the command (after
-wins).
+``decisions``, ``controls``, ``operations``, ``serve``, ``stores``, ``completion``). Exit
+codes: 0 done, 1 refused or failed (one line on stderr saying why and what to do; ``store
+unavailable: ...`` when the store's server did not answer), 2 usage (with the command's own
+usage line), 130 interrupted (ctrl+c); ``show --follow`` adds 3: the run stopped for a
+human, and 4: a human stopped it (cancelled, paused). Read commands never create a store;
+``submit`` does. ``--store`` goes before or after the command (after wins).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from .. import __version__
 from ..errors import DurableAgentError, StoreUnavailableError
 from ..people import login_name
-from . import completion, decisions, operations, runs, serve, stores
+from . import completion, controls, decisions, operations, runs, serve, stores
 from .common import STORE_HELP, Refused, Usage, clean, default_store, parents
 
 
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, metavar="STORE", help=STORE_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     shared = parents()
-    for family in (runs, decisions, operations, serve, stores, completion):
+    for family in (runs, decisions, controls, operations, serve, stores, completion):
         family.register(sub, shared)
     # A usage error found after parsing is told with the command's own usage line.
     for command in sub.choices.values():

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..audit import Decision, audit
+from ..budget import Budget, BudgetError, parse_budget
 from ..durations import parse_duration
 from ..fork import DROP, KEEP, plan_fork, write_fork
 from ..ids import check_run_id
@@ -18,6 +19,7 @@ from ..record import STEP_COMPLETED, Record, signal_fields
 from .common import (
     Parents,
     Refused,
+    Usage,
     clean,
     describe,
     dump,
@@ -61,6 +63,12 @@ def cmd_fork(args: argparse.Namespace) -> int:
     store = store_of(args)
     require_run(store, args.run)
     check_run_id(args.new)
+    budget = None
+    if args.budget is not None:
+        try:
+            budget = Budget(**parse_budget(args.budget))
+        except BudgetError as e:
+            raise Usage(str(e)) from None
     existed = bool(store.load(args.new))
     plan = plan_fork(
         store.load(args.run),
@@ -70,6 +78,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
         signals=DROP if args.drop_signals else KEEP,
         by=args.by or None,
         reason=args.reason,
+        budget=budget,
     )
     write_fork(store, plan)
     origin = plan.origin
@@ -86,6 +95,9 @@ def cmd_fork(args: argparse.Namespace) -> int:
         print(f"  kept     {_signal_text(r)}{note}")
     for r in plan.dropped_signals:
         print(f"  dropped  {_signal_text(r)}")
+    in_force = Budget.from_dict(plan.started.data.get("budget"))
+    if in_force.limited:
+        print(f"  budget   {in_force.describe()} (what {args.run} spent before {step} counts)")
     print(
         f"a worker resumes {args.new}: the copied steps replay, {step} and what follows run "
         "with the agent the worker runs now"
@@ -166,6 +178,11 @@ def register(sub: Any, parents: Parents) -> None:
         "--drop-signals",
         action="store_true",
         help="copy no approval, denial or reconcile: humans decide again in NEW",
+    )
+    s.add_argument(
+        "--budget",
+        metavar="LIMITS",
+        help="NEW's budget, e.g. tokens=200000,deadline=2h (default: RUN's at the cut)",
     )
     s.add_argument("--reason", required=True, help="why (recorded in NEW's run.started)")
     s.add_argument("--by", default=None, help="who forks (default: your login name)")

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from operator import attrgetter
 from typing import Any
 
+from ..budget import Budget, BudgetError, parse_budget
 from ..describe import record_line
 from ..fold import Fold, RunStatus, Summary
 from ..fork import forks_of
@@ -29,6 +30,7 @@ from . import follow
 from .common import (
     Parents,
     Refused,
+    Usage,
     args_text,
     clean,
     describe,
@@ -43,10 +45,13 @@ from .common import (
     versioned,
     with_iso,
 )
+from .controls import budget_text, controls_dict, halt_line, lapse_text, pending_dict
 
 # `show --follow` exits with this when the run stops for a human (awaiting_approval,
-# indeterminate, failed); 0 when it completes, 1 when its journal does not load, 130 on Ctrl-C.
+# indeterminate, over_budget, failed), EXIT_STOPPED when a human stopped it (cancelled,
+# paused); 0 when it completes (or moved), 1 when its journal does not load, 130 on Ctrl-C.
 EXIT_NEEDS_HUMAN = 3
+EXIT_STOPPED = 4
 
 
 def origin_dict(origin: ForkedFrom | None) -> dict[str, Any] | None:
@@ -73,12 +78,15 @@ def view_dict(
         "last_activity_iso": iso(view.last_activity),
         "last_seq": view.last_seq,
         "error": view.error,
-        "pending": [p.to_dict() for p in view.pending],
+        "pending": [pending_dict(p) for p in view.pending],
         "indeterminate": None,
         "answer": None if view.answer is None else view.answer.to_dict(),
         "leased": view.leased,
         "tokens": None if view.tokens is None else view.tokens.to_dict(),
         "forked_from": origin_dict(view.forked_from),
+        **controls_dict(
+            view.controls.budget, view.controls.spend.to_dict(), view.halt, view.stopping
+        ),
     }
     if forks is not None:
         d["forks"] = forks
@@ -139,13 +147,14 @@ def summary_dict(s: Summary) -> dict[str, Any]:
         "last_activity_iso": iso(s.last_activity),
         "last_seq": s.last_seq,
         "error": s.error,
-        "pending": [p.to_dict() for p in s.pending],
+        "pending": [pending_dict(p) for p in s.pending],
         "indeterminate": None
         if s.indeterminate is None
         else {"step": s.indeterminate, "tool": step_tool_name(s.indeterminate)},
         "answer": None if not s.answer else {"role": "assistant", "content": s.answer},
         "leased": s.leased,
         "forked_from": origin_dict(s.forked_from),
+        **controls_dict(s.budget, s.spent, s.halt, s.stopping),
     }
     return versioned(d)
 
@@ -305,6 +314,11 @@ def _header(view: RunView, forks: list[str]) -> str:
     if view.tokens is not None:
         t = view.tokens
         lines.append(f"tokens   {t.input} in, {t.output} out ({t.total} in all)")
+    if view.controls.budget.limited:
+        lines.append(f"budget   {budget_text(view)}")
+    halt = halt_line(view)
+    if halt:
+        lines.append(f"{'stopping' if view.stopping else 'control'}  {halt}")
     lines += ["", "timeline"]
     return "\n".join(lines)
 
@@ -342,7 +356,9 @@ def _follow(args: argparse.Namespace, store: Store, view: RunView) -> int:
         out(f"status   {status_word(status)}")
         if final.status == status:  # else it moved on meanwhile (a worker retrying it)
             _next_steps(store, final)
-    return 0 if status in (RunStatus.COMPLETED, RunStatus.MOVED) else EXIT_NEEDS_HUMAN
+    if status in (RunStatus.COMPLETED, RunStatus.MOVED):
+        return 0
+    return EXIT_STOPPED if status in (RunStatus.CANCELLED, RunStatus.PAUSED) else EXIT_NEEDS_HUMAN
 
 
 def _next_steps(store: Store, view: RunView) -> None:
@@ -356,6 +372,8 @@ def _next_steps(store: Store, view: RunView) -> None:
             if p.policy:
                 print(f"  class      {one_line(p.policy, 200)}")
             print(f"  arguments  {args_text(p.arguments)}")
+            if p.deadline_at is not None:
+                print(f"  lapses     {lapse_text(p.deadline_at)}: then it is denied")
             print()
         print(f"approve:  agentrun approve {run} MARKER   (or --all)")
         print(f"deny:     agentrun deny {run} MARKER --reason WHY")
@@ -377,6 +395,15 @@ def _next_steps(store: Store, view: RunView) -> None:
     elif view.status == RunStatus.FAILED:
         print(f"failed: {clean(view.error)}")
         print(f"fix the cause, then: agentrun retry {run}")
+    elif view.status == RunStatus.CANCELLED:
+        print(f"{halt_line(view)}: nothing resumes it")
+        print(f"start afresh from a step: agentrun fork {run} NEW --at STEP")
+    elif view.status == RunStatus.PAUSED:
+        print(f"{halt_line(view)}: no worker starts it")
+        print(f"resume: agentrun resume {run}")
+    elif view.status == RunStatus.OVER_BUDGET:
+        print(clean(view.waiting_on))
+        print(f"let it go on: agentrun budget {run} --add tokens=N --reason WHY  (or --set)")
     elif view.status == RunStatus.COMPLETED and view.answer is not None:
         print(f"answer: {clean(view.answer.content)}")
     elif view.status == RunStatus.MOVED:
@@ -390,6 +417,8 @@ def _next_steps(store: Store, view: RunView) -> None:
         if owner and owner != f"{holder.get('host')}:{holder.get('pid')}":
             who = f"{who}; owner {owner}" if who else f"owner {owner}"
         print(f"running: a worker holds its lease{clean(f' ({who})' if who else '')}")
+        if view.stopping:
+            print(f"stopping: {halt_line(view)}; the attempt ends at its next step")
         stuck = holder.get("stuck")
         if isinstance(stuck, int | float):
             print(
@@ -449,10 +478,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
             f"the run's text is not valid UTF-8 (byte 0x{bad.hex()} at character {e.start}); "
             "nothing was written"
         ) from None
+    budget = None
+    if args.budget is not None:
+        try:
+            budget = Budget(**parse_budget(args.budget))
+        except BudgetError as e:
+            raise Usage(str(e)) from None
     store = store_of(args, create=True)
     check_run_id(args.run)
     known = bool(store.load(args.run))
-    submit(store, args.run, [Message("user", args.text)])
+    submit(store, args.run, [Message("user", args.text)], budget=budget)
     if known:
         print(f"run {args.run} was already submitted with this text; nothing changed")
     else:
@@ -490,7 +525,8 @@ def register(sub: Any, parents: Parents) -> None:
         help="one run's timeline",
         epilog=(
             "--follow exits 0 when the run completes, 3 when it stops for a human "
-            "(awaiting_approval, indeterminate or failed), 130 on ctrl+c"
+            "(awaiting_approval, indeterminate, over_budget or failed), 4 when a human "
+            "stopped it (cancelled, paused), 130 on ctrl+c"
         ),
     )
     s.add_argument("run", metavar="RUN")
@@ -518,4 +554,12 @@ def register(sub: Any, parents: Parents) -> None:
     s = sub.add_parser("submit", parents=[parents.store], help="submit a new run for a worker")
     s.add_argument("run", metavar="RUN")
     s.add_argument("text", metavar="TEXT", help="the user's request")
+    s.add_argument(
+        "--budget",
+        metavar="LIMITS",
+        help=(
+            "what the run may spend, e.g. tokens=200000,model_calls=40,deadline=2h "
+            "(also tool_calls=N, cost=X in the agent's prices)"
+        ),
+    )
     s.set_defaults(fn=cmd_submit)
