@@ -44,7 +44,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "s14-start-recorded-after-step": (
         "2. the start recorded after the step",
         "journal.py",
-        "        deferred = not write and not gated\n",
+        "        deferred = not write and not gated and not budgeted\n",
         "        deferred = True\n",
     ),
     "s05-torn-tail-is-corruption": (
@@ -110,16 +110,16 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "x03-signal-unvalidated": (
         "(extra) signals for calls nobody asked for are written",
-        "run.py",
-        "    if call_args is None or marker_for(step, call_args) != marker:",
+        "signals.py",
+        "    if call is None or marker_for(step, call.arguments) != marker:",
         "    if False:",
     ),
     # -- issue "races and hostile stores": each hole found there stays guarded --------------
     "r01-deny-not-rechecked-at-start": (
         "an accepted deny does not stop a write whose turn already began",
         "journal.py",
-        "unless_denied=marker, sync=write",
-        "unless_denied=None, sync=write",
+        "await self.append(start, unless_denied=marker, sync=sync",
+        "await self.append(start, unless_denied=None, sync=sync",
     ),
     "r02-loop-drops-the-marker": (
         "the loop does not tell the journal which decision a call depends on",
@@ -141,16 +141,17 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "r05-signal-checked-outside-the-lock": (
         "signal() validates, then appends without the lock: a competing decision slips in",
-        "run.py",
-        '    return store.append(run_id, Record.make(SIGNAL, step, "", data), check=check)',
+        "signals.py",
+        "    stored: Record = store.append("
+        'run_id, Record.make(SIGNAL, step, "", data), check=check)',
         "    check(store.load(run_id))\n"
-        '    return store.append(run_id, Record.make(SIGNAL, step, "", data))',
+        '    stored: Record = store.append(run_id, Record.make(SIGNAL, step, "", data))',
     ),
     "r06-decision-on-a-started-call": (
         "approving or denying a call whose step already started is accepted",
-        "run.py",
-        "    if step in index.started:\n",
-        "    if False:\n",
+        "signals.py",
+        "    if step in index.started:\n        started = index.started[step]\n",
+        "    if False:\n        started = index.started[step]\n",
     ),
     "r07-busy-counts-as-failure": (
         "a busy run (another worker holds it) uses up the failure budget",
@@ -162,8 +163,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "r08-signal-does-not-reset-the-budget": (
         "a new signal does not give a failed run a fresh budget",
         "worker/retry.py",
-        "    if attempts is None or attempts.signals != signals:",
-        "    if attempts is None:",
+        "        return self.signals != signals",
+        "        return False",
     ),
     "r09-store-file-written-in-place": (
         "outcomes and failure counts are overwritten in place (a failed write loses the old)",
@@ -193,21 +194,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "the status rules in another order (awaiting_approval before indeterminate)",
         "fold.py",
         "        if self.indeterminate is not None:\n            return RunStatus.INDETERMINATE\n"
+        "        if self.over_budget(outcome):\n            return RunStatus.OVER_BUDGET\n"
         "        if self.pending(outcome):\n            return RunStatus.AWAITING_APPROVAL\n",
         "        if self.pending(outcome):\n            return RunStatus.AWAITING_APPROVAL\n"
-        "        if self.indeterminate is not None:\n            return RunStatus.INDETERMINATE\n",
+        "        if self.indeterminate is not None:\n            return RunStatus.INDETERMINATE\n"
+        "        if self.over_budget(outcome):\n            return RunStatus.OVER_BUDGET\n",
     ),
     "r14-running-before-completed": (
         "the status rules in another order (running before completed)",
         "fold.py",
-        "        if self.completed:\n            return RunStatus.COMPLETED\n"
-        "        if self.moved_to is not None and not leased:\n"
-        "            return RunStatus.MOVED\n        if leased:\n"
-        "            return RunStatus.RUNNING\n",
+        "        if self.completed:\n            return RunStatus.COMPLETED\n",
         "        if leased:\n            return RunStatus.RUNNING\n"
-        "        if self.completed:\n            return RunStatus.COMPLETED\n"
-        "        if self.moved_to is not None and not leased:\n"
-        "            return RunStatus.MOVED\n",
+        "        if self.completed:\n            return RunStatus.COMPLETED\n",
     ),
     "r15-last-result-wins": (
         "a later step.completed replaces the first one",
@@ -431,8 +429,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "a10-write-start-not-fsynced": (
         "a write's step.started is not fsynced before the tool runs",
         "journal.py",
-        "sync=write, starts=name)",
-        "sync=False, starts=name)",
+        "            sync = write or (budgeted and kind == StepKind.MODEL)",
+        "            sync = budgeted and kind == StepKind.MODEL",
     ),
     "a11-lapsed-lease-runs-the-next-step": (
         "an attempt whose lease went unrenewed past its ttl starts its next step",
