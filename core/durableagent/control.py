@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import Budget, Spend
+from .durations import format_duration
 from .record import RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
 
 # The signals after which no step starts: a move (SPEC §7), a cancel, a pause (until resumed).
@@ -161,3 +162,34 @@ class Controls:
 def halts(r: Record) -> bool:
     """Whether ``r`` is a signal that may stop a run (a halt, or a resume lifting one)."""
     return r.type == SIGNAL and signal_fields(r)[0] in (*HALTS, "resume", "budget")
+
+
+def budget_text(controls: Controls, now: float | None = None) -> str:
+    """``tokens 12,400 of 200,000 · model calls 3 of 40 · deadline 2h (1h12m left)``: what
+    ``show``, ``agentrun budget`` and the TUI say of a run's spend against its limits."""
+    now = time.time() if now is None else now
+    spend = controls.spend
+    spent = {
+        "tokens": spend.tokens,
+        "model_calls": spend.model_calls,
+        "tool_calls": spend.tool_calls,
+    }
+    parts = []
+    for key, limit in controls.budget.to_dict().items():
+        if key == "deadline":
+            started = controls.started_at
+            left = "" if started is None else _left(started + limit - now)
+            parts.append(f"deadline {format_duration(limit)}{left}")
+        elif key == "cost":
+            parts.append(f"cost limit {limit:.2f} (counted by the worker at its prices)")
+        else:
+            parts.append(f"{key.replace('_', ' ')} {spent[key]:,} of {int(limit):,}")
+    reserved = f" ({spend.reserved:,} reserved by calls without a reply)" if spend.reserved else ""
+    if not parts:
+        used = f"{spend.tokens:,} tokens, {spend.model_calls} model calls, {spend.tool_calls} "
+        return f"no budget; spent {used}tool calls{reserved}"
+    return " · ".join(parts) + reserved
+
+
+def _left(seconds: float) -> str:
+    return f" ({format_duration(seconds)} left)" if seconds > 0 else " (passed)"

@@ -10,6 +10,7 @@ decided first wins, and nothing is written.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -55,3 +56,10 @@ def next_deadline(pending: Iterable[Pending]) -> float | None:
     """The earliest deadline among ``pending``, or None."""
     times = [p.deadline_at for p in pending if p.deadline_at is not None]
     return min(times) if times else None
+
+
+def lapse_text(deadline_at: float, now: float | None = None) -> str:
+    """``at 16:02:11 (in 1h)``, or ``at 16:02:11 (passed)``: when an approval lapses."""
+    when = time.strftime("%H:%M:%S", time.localtime(deadline_at))
+    left = deadline_at - (time.time() if now is None else now)
+    return f"at {when} (in {format_duration(left)})" if left > 0 else f"at {when} (passed)"

@@ -1,5 +1,6 @@
 """The main screen's actions that open a dialog on the selected run and write through it:
-approve, reconcile, retry, fork, the recovery plan, and the word on a key that does not apply.
+approve, reconcile, retry, cancel, pause, resume, fork, the recovery plan, and the word on a key
+that does not apply.
 
 A base of SupervisorApp (kept apart from the app's layout and live updates), typed to the
 small ``Host`` it needs of it, never to the app itself. Every write runs
@@ -18,14 +19,40 @@ from textual.app import App
 from durableagent import RunStatus, RunView, Summary, plan
 from durableagent.fork import fork, fork_points
 
-from .actions import Decision, Failures, Pin, failure_state, retry_failed, write_decision
+from .actions import (
+    Decision,
+    Failures,
+    Pin,
+    failure_state,
+    retry_failed,
+    write_control,
+    write_decision,
+)
 from .dialogs import ApproveDialog, ForkDialog, PlanScreen, ReconcileDialog, RetryDialog
 from .dialogs.base import login_name
+from .dialogs.control import ControlDialog
 from .runs_model import RunRows
 from .runs_table import RunsTable
 from .styles import LOOKS
 from .timeline import Timeline
 from .tracker import StoreTracker
+
+# A run in one of these is done with: nothing cancels, pauses or resumes it.
+_DONE = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.MOVED, RunStatus.CORRUPT})
+
+
+def control_offered(action: str, run: Summary | None) -> bool | None:
+    """Whether ``cancel``, ``pause`` or ``resume`` applies to ``run``: True, None (greyed out)
+    or False (hidden: ``P`` shows Pause or Resume, whichever the run takes)."""
+    halt = run.halt if run is not None else None
+    paused = halt is not None and halt.name == "pause"
+    if action == "resume":
+        return run is not None and run.status not in _DONE and paused
+    if run is None or run.status in _DONE:
+        return None
+    if action == "cancel":
+        return None if run.stopping == "cancel" else True
+    return not paused  # pause
 
 
 class Host(Protocol):
@@ -123,6 +150,31 @@ class DialogActions(_Base):
             return
         self._with_view(RunStatus.FAILED, self._open_retry)
 
+    def action_cancel(self) -> None:
+        self._open_control("cancel")
+
+    def action_pause(self) -> None:
+        self._open_control("pause")
+
+    def action_resume(self) -> None:
+        self._open_control("resume")
+
+    def _open_control(self, name: str) -> None:
+        if self.read_only or not control_offered(name, self.selected):
+            return
+
+        def open_it(view: RunView) -> None:
+            dialog = ControlDialog(view, name, self._control, now=self.clock())
+            self.push_screen(dialog, self._written)
+
+        self._with_view(None, open_it)
+
+    def _control(self, run_id: str, name: str, by: str, reason: str | None) -> str:
+        """Called in the control dialog's thread worker."""
+        store = self.tracker.store
+        assert store is not None
+        return write_control(store, run_id, name, by, reason)
+
     def action_plan(self) -> None:
         """The selected run's recovery plan: what its next attempt will do with each step."""
 
@@ -198,6 +250,7 @@ class DialogActions(_Base):
             RunStatus.AWAITING_APPROVAL: " (a approves or denies its calls)",
             RunStatus.INDETERMINATE: " (r reconciles its open write)",
             RunStatus.FAILED: " (R retries it)",
+            RunStatus.PAUSED: " (P resumes it)",
         }.get(view.status, "")
         word = LOOKS[view.status].word
         self.notify(f"{view.run_id} has nothing to {action}: it is {word}{offer}.", markup=False)

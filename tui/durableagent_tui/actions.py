@@ -107,6 +107,19 @@ def retry_failed(store: Store, pin: Pin) -> str:
     return f"{pin.run_id} will be retried by the next worker that looks (within a second)"
 
 
+def write_control(store: Store, run_id: str, name: str, by: str, reason: str | None) -> str:
+    """``agentrun cancel``, ``pause`` or ``resume``: one signal, validated under the journal's
+    lock like every other (a cancel of a finished run, a resume of a run not paused: refused,
+    SignalError). Not pinned to a seq: a running run moves on while the dialog is open, and a
+    control applies to the run as it is when it lands."""
+    signal(store, run_id, name, {}, by=by, reason=reason)
+    return {
+        "cancel": f"cancelled {run_id}: no step of it starts again",
+        "pause": f"paused {run_id}: P resumes it",
+        "resume": f"resumed {run_id}: a worker picks it up",
+    }[name]
+
+
 def _changed(pin: Pin, now: str, written: int = 0) -> ChangedUnderneath:
     wrote = f"{written} decision(s) were" if written else "Nothing was"
     return ChangedUnderneath(

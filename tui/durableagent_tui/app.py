@@ -22,9 +22,10 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from durableagent import NEEDS_HUMAN, RunStatus, RunView, StoreUnavailableError, Summary
+from durableagent.control import budget_text
 from durableagent.stores import Store
 
-from .acting import DialogActions
+from .acting import DialogActions, control_offered
 from .detail import RecordDetail
 from .dialogs import HelpScreen
 from .focus import focus_now
@@ -49,14 +50,17 @@ PROBE_S = 5.0  # a change feed that lost its server says nothing: ask the store 
 RETIME_S = 10.0
 
 
-def lineage_title(view: RunView | None, forks: tuple[str, ...]) -> Text:
-    """The timeline's title: where the run came from and its forks, both directions (plain
-    text: a step holds a tool's name, never read as markup)."""
+def timeline_title(view: RunView | None, forks: tuple[str, ...]) -> Text:
+    """The timeline's title: where the run came from and its forks, both directions, and a
+    budgeted run's spend against its limits (plain text: a step holds a tool's name, never
+    read as markup)."""
     title = "timeline"
     if view is not None and view.forked_from is not None:
         title += f" · fork of {view.forked_from.run} at {view.forked_from.step}"
     if forks:
         title += f" · forks: {', '.join(forks)}"
+    if view is not None and view.controls.budget.limited:
+        title += f" · {budget_text(view.controls)}"
     return Text(title)
 
 
@@ -84,6 +88,11 @@ class SupervisorApp(DialogActions):
         Binding("r", "unavailable('reconcile')", show=False, id="reconcile.unavailable"),
         Binding("R", "retry", "Retry", id="retry"),
         Binding("R", "unavailable('retry')", show=False, id="retry.unavailable"),
+        Binding("c", "cancel", "Cancel", id="cancel"),
+        Binding("c", "unavailable('cancel')", show=False, id="cancel.unavailable"),
+        Binding("P", "pause", "Pause", id="pause"),
+        Binding("P", "resume", "Resume", id="resume"),
+        Binding("P", "unavailable('pause or resume')", show=False, id="pause.unavailable"),
         Binding("p", "plan", "Plan", id="plan"),
         Binding("f", "fork", "Fork", id="fork"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
@@ -435,7 +444,7 @@ class SupervisorApp(DialogActions):
         record = self.timeline.record_at_cursor()
         view = self.timeline.view
         forks = self.tracker.forks(view.run_id) if view is not None else ()
-        self.timeline.border_title = lineage_title(view, forks)
+        self.timeline.border_title = timeline_title(view, forks)
         if record is not None:
             detail.show(record, view=view, forks=forks)
         else:
@@ -543,6 +552,8 @@ class SupervisorApp(DialogActions):
             if view is None:
                 return None
             return True if view.status == _WANTS[action] else None
+        if action in ("cancel", "pause", "resume"):
+            return False if self.read_only else control_offered(action, self.selected)
         if action == "unavailable":
             return not self.read_only
         if action == "next_human":
@@ -628,6 +639,9 @@ _MAIN_ACTIONS = frozenset(
         "approve",
         "reconcile",
         "retry",
+        "cancel",
+        "pause",
+        "resume",
         "plan",
         "fork",
         "unavailable",

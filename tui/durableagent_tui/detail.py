@@ -17,6 +17,7 @@ from textual.widgets import Static
 from durableagent import Record, RunStatus, RunView
 from durableagent.attempts import LOST_WHY, Span
 from durableagent.audit import decisions
+from durableagent.control import budget_text
 
 from .styles import LOOKS, clock, status_text
 from .summaries import call_text, pretty
@@ -76,6 +77,10 @@ def run_renderable(view: RunView, forks: Sequence[str] = ()) -> RenderableType:
     the error whole, wrapped, never cut; and its lineage."""
     parts: list[RenderableType] = [Text.assemble(status_text(view.status), "  ", view.run_id)]
     parts += lineage_lines(view, forks)
+    if view.halt is not None:
+        parts.append(Text(view.halt.says(), style=LOOKS[view.status].style))
+    if view.controls.budget.limited:
+        parts.append(Text(f"budget {budget_text(view.controls)}", style="dim"))
     if view.error:
         parts.append(Text(view.error, style=LOOKS[view.status].style))
     if view.status == RunStatus.FAILED:

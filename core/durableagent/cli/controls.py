@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from ..budget import Budget, BudgetError, parse_budget
-from ..control import Control
+from ..control import Control, budget_text
 from ..durations import format_duration
 from ..fold import RunStatus
 from ..gate import Pending
@@ -54,7 +54,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     store = store_of(args)
     require_run(store, args.run)
     if args.add is None and args.set is None:
-        print(budget_text(view_store(store, args.run)))
+        print(budget_text(view_store(store, args.run).controls))
         return 0
     if not (args.reason or "").strip():
         raise Usage("changing a budget needs --reason: the journal keeps why")
@@ -80,38 +80,6 @@ def _signalled(args: argparse.Namespace, name: str, payload: dict[str, Any]) -> 
     return store
 
 
-def budget_text(view: RunView) -> str:
-    """``tokens 12,400 of 200,000 · model calls 3 of 40 · deadline 2h (1h12m left)``."""
-    budget = view.controls.budget
-    spend = view.controls.spend
-    spent = {
-        "tokens": spend.tokens,
-        "model_calls": spend.model_calls,
-        "tool_calls": spend.tool_calls,
-    }
-    parts = []
-    for key, limit in budget.to_dict().items():
-        label = key.replace("_", " ")
-        if key == "deadline":
-            started = view.controls.started_at
-            left = "" if started is None else _left(started + limit)
-            parts.append(f"deadline {format_duration(limit)}{left}")
-        elif key == "cost":
-            parts.append(f"cost limit {limit:.2f} (counted by the worker at its prices)")
-        else:
-            parts.append(f"{label} {spent[key]:,} of {int(limit):,}")
-    reserved = f" ({spend.reserved:,} reserved by calls without a reply)" if spend.reserved else ""
-    if not parts:
-        used = f"{spend.tokens:,} tokens, {spend.model_calls} model calls, {spend.tool_calls} "
-        return f"no budget; spent {used}tool calls{reserved}"
-    return " · ".join(parts) + reserved
-
-
-def _left(at: float) -> str:
-    left = at - time.time()
-    return f" ({format_duration(left)} left)" if left > 0 else " (passed)"
-
-
 def controls_dict(
     budget: Budget | None, spent: dict[str, Any] | None, halt: Control | None, stopping: str
 ) -> dict[str, Any]:
@@ -135,13 +103,6 @@ def pending_dict(p: Pending) -> dict[str, Any]:
     d.setdefault("deadline_at", None)
     d["deadline_at_iso"] = iso(p.deadline_at)
     return d
-
-
-def lapse_text(deadline_at: float) -> str:
-    """``at 16:02:11 (in 1h)``, or ``at 16:02:11 (passed: a worker denies it)``."""
-    when = time.strftime("%H:%M:%S", time.localtime(deadline_at))
-    left = deadline_at - time.time()
-    return f"at {when} (in {format_duration(left)})" if left > 0 else f"at {when} (passed)"
 
 
 def _at(at: float) -> dict[str, Any]:

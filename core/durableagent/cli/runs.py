@@ -13,6 +13,8 @@ from operator import attrgetter
 from typing import Any
 
 from ..budget import Budget, BudgetError, parse_budget
+from ..control import budget_text
+from ..deadlines import lapse_text
 from ..describe import record_line
 from ..fold import Fold, RunStatus, Summary
 from ..fork import forks_of
@@ -45,7 +47,7 @@ from .common import (
     versioned,
     with_iso,
 )
-from .controls import budget_text, controls_dict, halt_line, lapse_text, pending_dict
+from .controls import controls_dict, halt_line, pending_dict
 
 # `show --follow` exits with this when the run stops for a human (awaiting_approval,
 # indeterminate, over_budget, failed), EXIT_STOPPED when a human stopped it (cancelled,
@@ -315,7 +317,7 @@ def _header(view: RunView, forks: list[str]) -> str:
         t = view.tokens
         lines.append(f"tokens   {t.input} in, {t.output} out ({t.total} in all)")
     if view.controls.budget.limited:
-        lines.append(f"budget   {budget_text(view)}")
+        lines.append(f"budget   {budget_text(view.controls)}")
     halt = halt_line(view)
     if halt:
         lines.append(f"{'stopping' if view.stopping else 'control'}  {halt}")

@@ -20,6 +20,7 @@ from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from durableagent import Pending, RunView, marker_step
+from durableagent.deadlines import lapse_text
 
 from ..actions import Decision
 from ..focus import focus_now
@@ -28,13 +29,24 @@ from ..summaries import pretty
 from .base import Act, ActingDialog, action_button, fit_heights, keys_text, login_name, steady
 
 
-def call_option(tool: str, step: str, arguments: object, policy: str = "") -> Group:
+def call_option(
+    tool: str, step: str, arguments: object, policy: str = "", lapses: str = ""
+) -> Group:
     """A call as the human judges it: the tool, its step, its class and where that came from
-    (an MCP tool's ``Pending.policy``; journal text, never markup), and its arguments whole."""
+    (an MCP tool's ``Pending.policy``; journal text, never markup), when its approval lapses
+    (then the workers deny it), and its arguments whole."""
     head = Text.assemble((tool, "bold"), "  ", (step, "dim"))
+    lines = [head]
     if policy:
-        return Group(head, Text(policy, style="italic"), Text(pretty(arguments)))
-    return Group(head, Text(pretty(arguments)))
+        lines.append(Text(policy, style="italic"))
+    if lapses:
+        lines.append(Text(f"lapses {lapses}: then it is denied, never approved", style="yellow"))
+    return Group(*lines, Text(pretty(arguments)))
+
+
+def lapses(p: Pending, now: float) -> str:
+    """When ``p``'s approval lapses, or "" for a call without a deadline."""
+    return "" if p.deadline_at is None else lapse_text(p.deadline_at, now)
 
 
 class ApproveDialog(ActingDialog):
@@ -75,7 +87,10 @@ class ApproveDialog(ActingDialog):
             )
             yield OptionList(
                 *(
-                    Option(call_option(p.tool, p.step, p.arguments, p.policy), id=p.marker)
+                    Option(
+                        call_option(p.tool, p.step, p.arguments, p.policy, lapses(p, self.now)),
+                        id=p.marker,
+                    )
                     for p in view.pending
                 ),
                 id="calls",

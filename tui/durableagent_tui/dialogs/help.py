@@ -13,13 +13,16 @@ from textual.widgets import Label, Static
 
 HELP = """\
 Runs needing a human come first (corrupt, indeterminate,
-awaiting approval, failed), then running, ready, completed;
+over budget, awaiting approval, failed), then running,
+paused, ready, completed, cancelled;
 newest activity first within a group.
 
   n          the next run needing a human, in table order
   a          approve or deny the run's pending calls
   r          reconcile its indeterminate write
   R          retry a failed run now (agentrun retry; asks)
+  c          cancel the run: no step starts again (asks why)
+  P          pause the run, or resume a paused one (asks)
   p          the recovery plan: what its next attempt will do
   f          fork it from the step under the timeline's cursor
   enter      open the run's timeline
@@ -39,11 +42,14 @@ Approve dialog: enter or a click only selects a call.
 Reconcile dialog: type the result you found, enter
   records it as done; shift+tab to the choices: retry
   asks again (y retries, enter does not) · esc cancel
+Cancel / pause dialog: type why, enter leaves the box,
+  y cancels or pauses (a reason is required) · esc close
 Fork dialog: the new id, a reason, keep or drop the
   approvals; enter asks, naming both runs (y forks)
 
-⊘ corrupt  ✖ indeterminate  ▲ awaiting  ✗ failed
-● running  ○ ready  ✓ completed
+⊘ corrupt  ✖ indeterminate  ◆ over budget  ▲ awaiting
+‖ paused  ✗ failed  ● running  ○ ready  ✓ completed
+■ cancelled
 """
 
 
