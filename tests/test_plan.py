@@ -398,3 +398,54 @@ async def test_the_plan_says_what_the_journal_does_with_an_open_idempotent_write
         )
     assert (called == []) == (want == DONE)
     assert got["content"] == ("T-9" if want == DONE else "T-again")
+
+
+# -- controls: a cancel, a pause, the budget (SPEC §10) --------------------------------------
+
+
+def budgeted(limits: dict[str, Any]) -> J:
+    j = J()
+    j.records[0].data["budget"] = limits
+    return j
+
+
+def test_a_cancelled_run_plans_nothing_but_its_replays() -> None:
+    j = J().model(1, LOOKUP).start(T1).signal("", "cancel", {})
+    j.records[-1].data["reason"] = "looping"
+    p = plan(j.records)
+    assert p.ending == PlanEnding.CANCELLED and p.stops_at is None
+    assert actions(p) == [("llm/1", REPLAY), (T1, UNREACHED), ("llm/2", UNREACHED)]
+    assert "cancelled by ann" in p.why and "looping" in p.why
+
+
+def test_a_paused_run_says_no_attempt_starts_then_what_it_would_do() -> None:
+    j = J().model(1, LOOKUP).start(T1).signal("", "pause", {})
+    p = plan(j.records)
+    assert p.ending == PlanEnding.PAUSED
+    assert p.why.startswith("no attempt starts until it is resumed (it paused by ann")
+    assert ("llm/1", REPLAY) in actions(p) and (T1, RERUN) in actions(p)
+    resumed = plan(j.signal("", "resume", {}).records)
+    assert resumed.ending == PlanEnding.CONTINUES
+
+
+def test_the_plan_stops_where_the_budget_stops_the_attempt() -> None:
+    j = budgeted({"model_calls": 1}).model(1, LOOKUP).start(T1).result(T1)
+    p = plan(j.records)
+    assert p.ending == PlanEnding.OVER_BUDGET and p.stops_at == "llm/2"
+    assert actions(p)[-1] == ("llm/2", PlanAction.OVER_BUDGET)
+    assert "model calls: 1 made of a limit of 1" in p.why
+    # A raised limit lets it go on; a tool-call limit stops at the tool.
+    raised = j.signal("", "budget", {"add": {"model_calls": 1}})
+    assert plan(raised.records).ending == PlanEnding.CONTINUES
+    tools = budgeted({"tool_calls": 0}).model(1, LOOKUP)
+    p = plan(tools.records)
+    assert (p.ending, p.stops_at) == (PlanEnding.OVER_BUDGET, T1)
+
+
+def test_a_deadline_is_checked_at_the_given_now() -> None:
+    j = budgeted({"deadline": 60}).model(1, LOOKUP)
+    started = j.records[0].at
+    assert plan(j.records, now=started + 30).ending == PlanEnding.CONTINUES
+    late = plan(j.records, now=started + 61)
+    assert (late.ending, late.stops_at) == (PlanEnding.OVER_BUDGET, T1)
+    assert "deadline" in late.why

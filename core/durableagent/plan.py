@@ -14,11 +14,14 @@ one still undecided holds the whole turn, and the attempt stops awaiting approva
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .budget import over_budget
 from .calls import Call, requested_calls
+from .control import Controls
 from .gate import PolicyGate
 from .journal import StepIndex
 from .messages import Message
@@ -39,6 +42,7 @@ class PlanAction(enum.StrEnum):
     RUN = "run"  # never started: runs for the first time
     REFUSED = "refused"  # denied: its refusal is recorded as the call's error result
     NOT_REACHED = "not reached"  # after the step the attempt stops at
+    OVER_BUDGET = "over budget"  # starting it would break a limit: the attempt stops here
 
 
 class PlanEnding(enum.StrEnum):
@@ -50,6 +54,9 @@ class PlanEnding(enum.StrEnum):
     AWAITING_APPROVAL = "awaiting_approval"  # it stops at calls waiting for a human
     CONTINUES = "continues"  # it goes past the journal's end into new steps
     NOT_STARTED = "not_started"  # no records: nothing to plan
+    CANCELLED = "cancelled"  # the run is cancelled: nothing runs, ever
+    PAUSED = "paused"  # no attempt starts until it is resumed
+    OVER_BUDGET = "over_budget"  # it stops before a step that would break a limit
 
 
 @dataclass(frozen=True)
@@ -118,17 +125,35 @@ _Call = Call
 
 
 def plan(
-    records: Sequence[Record], *, gate: PolicyGate | None = None, outcome: Outcome | None = None
+    records: Sequence[Record],
+    *,
+    gate: PolicyGate | None = None,
+    outcome: Outcome | None = None,
+    now: float | None = None,
 ) -> Plan:
     """What the next attempt of the run with these ``records`` will do. ``gate`` (the agent's
     policy) says which calls that never started are writes and need approval; ``outcome`` (the
     last attempt's) says which calls were left waiting for a human. Without them the plan says
-    only what the journal says. No I/O; never raises on a hand-made journal."""
+    only what the journal says. A cancel, a pause or the budget (checked at ``now``, a
+    budget's deadline being a time) says where it stops first. No I/O; never raises on a
+    hand-made journal."""
     if not records:
         return Plan((), PlanEnding.NOT_STARTED, None, "the run has no records: nothing to plan")
     # The journal's own index of its steps: the plan reads the records exactly as the next
     # attempt's Journal will (the same latest start, first result, reconcile that counts).
     index = StepIndex(records)
+    planned = _planned(records, index, gate, outcome)
+    if planned.ending == PlanEnding.COMPLETED:
+        return planned
+    return _controlled(planned, index.controls, time.time() if now is None else now)
+
+
+def _planned(
+    records: Sequence[Record],
+    index: StepIndex,
+    gate: PolicyGate | None,
+    outcome: Outcome | None,
+) -> Plan:
     steps = {
         name: _Step(name, kind, index.started.get(name), index.completed.get(name), index)
         for name, kind in index.kinds.items()
@@ -210,6 +235,57 @@ def plan(
     start = f" from {moves.step} ({moves.action})" if moves is not None else ""
     why = f"it runs on{start}; new steps follow as the model decides"
     return Plan(tuple(out), PlanEnding.CONTINUES, None, why)
+
+
+# -- the controls ------------------------------------------------------------------------------
+
+# What the attempt calls something for: the budget is checked before these.
+_CALLS = (PlanAction.RUN, PlanAction.RERUN, PlanAction.RUN_AGAIN)
+
+
+def _controlled(p: Plan, controls: Controls, now: float) -> Plan:
+    """``p`` as a cancel, a pause or the budget changes it: a cancelled run runs nothing; a
+    paused one starts no attempt until resumed; a step that would break a limit (with what
+    was spent, before its own reservation) is where the attempt stops."""
+    if controls.cancelled is not None:
+        steps = tuple(_halted(s, "the run is cancelled") for s in p.steps)
+        why = f"nothing runs: the run {controls.cancelled.says()}"
+        return Plan(steps, PlanEnding.CANCELLED, None, why)
+    if controls.paused is not None:
+        why = f"no attempt starts until it is resumed (it {controls.paused.says()}); then {p.why}"
+        return Plan(p.steps, PlanEnding.PAUSED, p.stops_at, why)
+    if not controls.budget.limited:
+        return p
+    for i, s in enumerate(p.steps):
+        if s.action not in _CALLS:
+            if s.action in (PlanAction.BLOCKED, PlanAction.WAITING):
+                return p  # it stops for a human before it spends anything more
+            continue
+        broke = over_budget(
+            controls.budget,
+            controls.spend,
+            step=s.step,
+            kind=s.kind,
+            started_at=controls.started_at,
+            now=now,
+        )
+        if broke is None:
+            return p  # the next call fits; what comes after, the model decides
+        stop = PlanStep(s.step, s.kind, PlanAction.OVER_BUDGET, f"not called: {broke}", s.tool)
+        after = f"after {s.step}, where the attempt stops"
+        rest = tuple(
+            PlanStep(x.step, x.kind, PlanAction.NOT_REACHED, after, x.tool, x.write, x.idempotent)
+            for x in p.steps[i + 1 :]
+        )
+        ending = f"it stops before {s.step}, over budget: {broke} (agentrun budget lets it go on)"
+        return Plan((*p.steps[:i], stop, *rest), PlanEnding.OVER_BUDGET, s.step, ending)
+    return p
+
+
+def _halted(s: PlanStep, why: str) -> PlanStep:
+    if s.action == PlanAction.REPLAY:
+        return s
+    return PlanStep(s.step, s.kind, PlanAction.NOT_REACHED, why, s.tool, s.write, s.idempotent)
 
 
 # -- the steps ---------------------------------------------------------------------------------
