@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from test_cli import agentrun, refused, usage
 
-from durableagent import FileStore, Reconcile, Record, Status, fork, run, signal, submit
+from durableagent import FileStore, Message, Reconcile, Record, Status, fork, run, signal, submit
 from durableagent.audit import audit, decisions
 from durableagent.cli.operations import since_arg
 from helpdesk import INPUT, Side, helpdesk
@@ -227,3 +227,25 @@ def test_agentrun_audit_lists_the_rest_and_fails_when_a_journal_does_not_load(
     r = agentrun("audit", "--store", str(decided))
     assert r.code == 1 and "a1" in r.out and "b1" not in r.out
     assert "run b1 left out" in r.err and "audit is incomplete" in r.err
+
+
+def test_the_controls_are_audited_with_who_why_and_what_they_did(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "runs")
+    submit(store, "c1", [Message("user", "hi")])
+    signal(store, "c1", "pause", {}, by="ana", reason="vendor outage")
+    signal(store, "c1", "budget", {"set": {"tokens": 5000}}, by="bo", reason="long doc")
+    signal(store, "c1", "resume", {}, by="bo", reason=None)
+    signal(store, "c1", "cancel", {}, by="cy", reason="wrong customer")
+    got = [(d.decision, d.by, d.reason, d.effect) for d in decisions(store.load("c1"), "c1")]
+    assert got == [
+        ("paused", "ana", "vendor outage", "applied"),
+        ("budget", "bo", "long doc", "applied"),
+        ("resumed", "bo", None, "applied"),
+        ("cancelled", "cy", "wrong customer", "applied"),
+    ]
+    notes = [d.note for d in audit(store).decisions]
+    assert notes[0].startswith("lifted by a resume (seq ")
+    assert notes[1] == "limits set to tokens=5000"
+    assert notes[3] == "the run is cancelled: no step starts after it"
+    table = agentrun("audit", "--store", str(tmp_path / "runs")).out
+    assert "cancelled" in table and "wrong customer" in table and "paused" in table

@@ -1,5 +1,6 @@
 """The audit of human oversight: every decision a human recorded in a store (approve, deny,
-reconcile), who made it, when, on which call, why, and what became of it.
+reconcile, and the controls: cancel, pause, resume, budget, move), who made it, when, on which
+call, why, and what became of it.
 
 ``decisions(records)`` is a pure fold over one journal; ``audit(store)`` reads the journals
 that hold signals (the summaries count them), or one run's. Refused decisions are never
@@ -26,6 +27,14 @@ APPROVED = "approved"
 DENIED = "denied"
 RECONCILED_DONE = "reconciled_done"
 RECONCILED_RETRY = "reconciled_retry"
+# The controls (SPEC §10), by the signal's name.
+CONTROLS = {
+    "cancel": "cancelled",
+    "pause": "paused",
+    "resume": "resumed",
+    "budget": "budget",
+    "move": "moved",
+}
 
 # What became of it.
 APPLIED = "applied"  # the run acted on it: the call ran, was refused, its result recorded, re-ran
@@ -156,6 +165,9 @@ def decisions(records: Sequence[Record], run_id: str = "") -> list[Decision]:
                 effect, note = APPLIED, f"the write ran again (seq {again})"
             else:
                 effect, note = PENDING, "the write runs again when the run resumes"
+        elif name in CONTROLS:
+            decision = CONTROLS[name]
+            effect, note = APPLIED, _control_note(name, payload, r.seq, records)
         else:
             decision, effect, note = name or "?", UNKNOWN, "not a signal this version knows"
         out.append(
@@ -176,6 +188,28 @@ def decisions(records: Sequence[Record], run_id: str = "") -> list[Decision]:
             )
         )
     return out
+
+
+def _control_note(name: str, payload: dict[str, Any], seq: int, records: Sequence[Record]) -> str:
+    """What a control did, in words, with the seq that shows it."""
+    later = [r for r in records if r.seq > seq]
+    if name == "cancel":
+        return "the run is cancelled: no step starts after it"
+    if name == "pause":
+        resume = next(
+            (r for r in later if r.type == SIGNAL and signal_fields(r)[0] == "resume"), None
+        )
+        if resume is None:
+            return "in force: no attempt starts until it is resumed"
+        return f"lifted by a resume (seq {resume.seq})"
+    if name == "resume":
+        return "the pause is lifted: workers run it again"
+    if name == "budget":
+        how = next(iter(payload), "")
+        limits = payload.get(how)
+        said = ", ".join(f"{k}={v}" for k, v in limits.items()) if isinstance(limits, dict) else ""
+        return f"limits {'raised by' if how == 'add' else 'set to'} {said}"
+    return f"moved to {payload.get('to')}: that store runs it now"
 
 
 def audit(
