@@ -426,6 +426,24 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'if name == "deny" and payload.get("marker") == marker:',
         'if name == "deny":',
     ),
+    "s20-deadline-overrules-an-approval": (
+        "a lapsed approval's deny lands over a human's approval that came first",
+        "signals.py",
+        "        if name == \"deny\" and by == DEADLINE:",
+        "        if False:",
+    ),
+    "c01-cancel-not-rechecked-under-the-lock": (
+        "a cancel that lands while a step is under way does not stop the step's record",
+        "journal.py",
+        "                    if any(halts(r) for r in missed):",
+        "                    if False:",
+    ),
+    "c02-lost-call-reservation-forgotten": (
+        "a model call lost in a crash counts nothing against the budget: a restart resets it",
+        "budget.py",
+        "        return used + sum(self.lost.values()) + sum(t for t, _ in self.open.values())",
+        "        return used",
+    ),
     "a10-write-start-not-fsynced": (
         "a write's step.started is not fsynced before the tool runs",
         "journal.py",

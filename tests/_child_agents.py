@@ -54,6 +54,29 @@ def gated(root: Path) -> Agent:
     return Agent(AgentConfig(ScriptedModel(reply), [tool]), PolicyGate(writes={"create_ticket"}))
 
 
+def lapsing(root: Path) -> Agent:
+    """As ``gated``, but an approval not given within AGENTRUN_TEST_WITHIN seconds (default
+    2) lapses: the workers deny it, and the answer says what the model read."""
+    within = float(os.environ.get("AGENTRUN_TEST_WITHIN", "2"))
+    side = Path(os.environ.get("AGENTRUN_SIDE") or root)  # any store: the tests read it here
+    side.mkdir(parents=True, exist_ok=True)
+
+    def reply(messages: Sequence[Message]) -> Message:
+        done = [m for m in messages if m.role == "tool"]
+        if not done:
+            call = ToolCall("t1", "create_ticket", {"summary": _request(messages)})
+            return Message("assistant", tool_calls=(call,))
+        return Message("assistant", f"the ticket: {done[0].content}")
+
+    def create_ticket(args: dict[str, Any]) -> str:
+        note(side, "tickets", str(args["summary"]))
+        return f"ticket for {args['summary']}"
+
+    tool = Tool("create_ticket", "file a ticket", {"type": "object"}, create_ticket)
+    gate = PolicyGate(writes={"create_ticket"}, approve_within={"create_ticket": within})
+    return Agent(AgentConfig(ScriptedModel(reply), [tool]), gate)
+
+
 def broken(root: Path) -> Agent:
     """A model that fails every call (the time of each attempt is noted)."""
 

@@ -301,3 +301,20 @@ async def test_a_decision_by_nobody_is_refused_and_writes_nothing(
     assert p.returncode == 2 and "--by must name someone" in p.stderr
     assert "Traceback" not in p.stderr
     assert store.path("a1").read_bytes() == before
+
+
+async def test_a_deadlines_deny_never_overrules_an_approval_a_humans_may(
+    store: FileStore, side: Side
+):
+    _config, marker = await waiting(store, side)
+    signal(store, "a1", "approve", {"marker": marker}, by="ana")
+    refused(
+        store,
+        "a1",
+        "deny",
+        {"marker": marker},
+        "approved by ana before its deadline",
+        by="deadline",
+    )
+    signal(store, "a1", "deny", {"marker": marker}, by="bo", reason="wrong account")
+    assert view_store(store, "a1").status == RunStatus.READY

@@ -159,6 +159,11 @@ class Controls:
         )
 
 
+# Who a lapsed approval's deny is by: the workers, for the deadline (SPEC §10). Such a deny
+# never overrules a decision already recorded, as a human's deny may overrule an approval.
+DEADLINE = "deadline"
+
+
 def halts(r: Record) -> bool:
     """Whether ``r`` is a signal that may stop a run (a halt, or a resume lifting one)."""
     return r.type == SIGNAL and signal_fields(r)[0] in (*HALTS, "resume", "budget")

@@ -14,12 +14,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
-from .durations import format_duration
+from .control import DEADLINE
+from .durations import exact_duration, format_duration
 from .gate import Pending, PolicyGate
 from .journal import StepIndex
 from .steps import model_step, step_turn
 
-BY = "deadline"  # who a lapsed approval's deny is by
+BY = DEADLINE  # who a lapsed approval's deny is by
 
 
 def with_deadlines(
@@ -44,7 +45,7 @@ def lapse_reason(p: Pending) -> str:
     """The deny's reason, which the model reads: ``no decision within 2h``."""
     if p.approve_within is None:
         return "no decision in time"
-    return f"no decision within {format_duration(p.approve_within)}"
+    return f"no decision within {exact_duration(p.approve_within)}"
 
 
 def lapsed(pending: Iterable[Pending], now: float) -> list[Pending]:

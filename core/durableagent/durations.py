@@ -37,3 +37,13 @@ def format_duration(seconds: float) -> str:
         if s >= UNITS[unit] and (unit != "w" or s >= 2 * UNITS["w"]):
             return f"{int(s // UNITS[unit])}{unit}"
     return f"{int(s)}s"
+
+
+def exact_duration(seconds: float) -> str:
+    """``seconds`` said exactly in the grammar's largest whole unit: ``2h``, ``90m``, ``1.5s``
+    (what was given, as a limit or a deadline; parsed back, it is the same)."""
+    for unit in ("w", "d", "h", "m"):
+        size = UNITS[unit]
+        if seconds >= size and seconds % size == 0:
+            return f"{int(seconds // size)}{unit}"
+    return f"{seconds:g}s"

@@ -15,7 +15,7 @@ from typing import Any
 
 from .budget import LIMITS, check_change
 from .calls import marker_for, marker_step, requested_call
-from .control import Control
+from .control import DEADLINE, Control
 from .errors import RunChangedError, RunNotFoundError, SignalError
 from .ids import check_run_id
 from .journal import Reconcile, StepIndex
@@ -97,6 +97,8 @@ def signal(
         if expect_seq is not None and records[-1].seq != expect_seq:
             raise RunChangedError(run_id, expect_seq, records[-1].seq)
         kind.check(run_id, step, payload, records, index)
+        if name == "deny" and by == DEADLINE:
+            _check_lapse(run_id, step, payload["marker"], records)
 
     data = {"name": name, "payload": payload, "by": by, "reason": reason}
     stored: Record = store.append(run_id, Record.make(SIGNAL, step, "", data), check=check)
@@ -167,6 +169,21 @@ def _check_decision(
                 + (f" by {by}" if by else "")
                 + "; nothing to change",
             )
+
+
+def _check_lapse(run_id: str, step: str, marker: str, records: list[Record]) -> None:
+    """A deadline's deny comes only where nobody decided: an approval that came first stands
+    (a deny by a human may overrule an approval; the clock may not)."""
+    for r in records:
+        if r.type == SIGNAL:
+            earlier, p, by, _ = signal_fields(r)
+            if earlier == "approve" and p.get("marker") == marker:
+                raise SignalError(
+                    run_id,
+                    f"tool call {step!r} was approved"
+                    + (f" by {by}" if by else "")
+                    + " before its deadline; it stands",
+                )
 
 
 def _approve(run_id: str, payload: Any) -> tuple[str, dict[str, Any]]:

@@ -1,0 +1,147 @@
+"""Approval deadlines on every store, with real worker processes: a call nobody decides
+within its ``approve_within`` is denied by a worker (``by: "deadline"``), never approved; the
+model reads the refusal; and a human's decision that came first wins, with nothing written by
+the deadline, however close to it the human decides (SPEC §10)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from _child_agents import lines
+from procs import WorkerProcess, wait_for
+
+from durableagent import Message, RunStatus, Store, submit, view_store
+from durableagent.record import signal_fields
+
+pytestmark = pytest.mark.slow
+
+
+def agentrun(spec: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "durableagent.cli", *args, "--store", spec],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+# A human's approve in a process of its own, which lands at a given moment (a CLI process
+# would land a few hundred milliseconds after it was started, too late to race anything).
+HUMAN = """
+import sys, time
+from durableagent import SignalError, open_store, signal
+spec, rid, marker, at = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+store = open_store(spec)
+time.sleep(max(0.0, at - time.time()))
+try:
+    signal(store, rid, "approve", {"marker": marker}, by="ana")
+except SignalError as e:
+    print(e, file=sys.stderr)
+    sys.exit(1)
+"""
+
+
+def approve_at(spec: str, run_id: str, marker: str, at: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", HUMAN, spec, run_id, marker, repr(at)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def signals(store: Store, run_id: str) -> list[tuple[str, str | None, str | None]]:
+    """(name, by, reason) of each signal in the run's journal."""
+    out = []
+    for r in store.load(run_id):
+        if r.type == "signal":
+            name, _, by, reason = signal_fields(r)
+            out.append((name, by, reason))
+    return out
+
+
+def awaiting(store: Store, run_id: str) -> float:
+    """Wait for the run to ask for its approval; the call's deadline_at."""
+    wait_for(
+        lambda: view_store(store, run_id).status == RunStatus.AWAITING_APPROVAL,
+        timeout=20,
+        why=f"{run_id} to wait for its approval",
+    )
+    (p,) = view_store(store, run_id).pending
+    assert p.deadline_at is not None
+    return p.deadline_at
+
+
+def done(store: Store, run_id: str) -> None:
+    wait_for(
+        lambda: view_store(store, run_id).status == RunStatus.COMPLETED,
+        timeout=20,
+        why=f"{run_id} to complete",
+    )
+
+
+def test_a_lapsed_approval_is_denied_by_a_worker_and_the_model_reads_why(
+    any_store: Store,
+    store_spec: str,
+    tmp_path: Path,
+    workers: Callable[..., WorkerProcess],
+) -> None:
+    side = tmp_path / "side"
+    submit(any_store, "t1", [Message("user", "vpn for ana")])
+    workers(store_spec, "lapsing", AGENTRUN_SIDE=str(side), AGENTRUN_TEST_WITHIN="1.5")
+    deadline_at = awaiting(any_store, "t1")
+    asked = next(r for r in any_store.load("t1") if r.type == "step.completed")
+    assert deadline_at == pytest.approx(asked.at + 1.5, abs=0.01)  # from the asking model step
+    (shown,) = json.loads(agentrun(store_spec, "show", "t1", "--json").stdout)["pending"]
+    assert shown["deadline_at"] == pytest.approx(deadline_at)
+    assert shown["deadline_at_iso"].endswith("Z")
+    done(any_store, "t1")
+    assert signals(any_store, "t1") == [("deny", "deadline", "no decision within 1.5s")]
+    deny = next(r for r in any_store.load("t1") if r.type == "signal")
+    assert deny.at >= deadline_at  # never before its time
+    assert lines(side, "tickets") == []  # denied, never approved: nothing filed
+    answer = view_store(any_store, "t1").answer
+    assert answer is not None and "no decision within 1.5s" in answer.content
+    audited = agentrun(store_spec, "audit", "--run", "t1", "--json")
+    (decision,) = [json.loads(line) for line in audited.stdout.splitlines()]
+    assert (decision["decision"], decision["by"]) == ("denied", "deadline")
+
+
+def test_a_human_deciding_against_the_deadline_is_one_decision_never_both(
+    any_store: Store,
+    store_spec: str,
+    tmp_path: Path,
+    workers: Callable[..., WorkerProcess],
+) -> None:
+    """The human's approve, a process of its own, lands just before, at or just after the
+    moment a worker denies the call: exactly one decision is recorded, and the write runs if
+    and only if it is the approval. Well before the deadline, the human always wins."""
+    side = tmp_path / "side"
+    workers(store_spec, "lapsing", AGENTRUN_SIDE=str(side), AGENTRUN_TEST_WITHIN="1")
+    offsets = [-0.5, -0.03, -0.01, 0.0, 0.01, 0.03]
+    outcomes = []
+    for i, offset in enumerate(offsets):
+        rid = f"r{i}"
+        submit(any_store, rid, [Message("user", f"ticket {i}")])
+        deadline_at = awaiting(any_store, rid)
+        (p,) = view_store(any_store, rid).pending
+        human = approve_at(store_spec, rid, p.marker, deadline_at + offset)
+        done(any_store, rid)
+        (decision,) = signals(any_store, rid)  # one decision, never both
+        filed = f"ticket {i}" in lines(side, "tickets")
+        if decision[0] == "approve":
+            assert human.returncode == 0, human.stderr
+            assert decision[1] == "ana" and filed
+        else:
+            assert decision[:2] == ("deny", "deadline")
+            assert human.returncode == 1, human.stdout
+            assert "denied by deadline" in human.stderr or "completed" in human.stderr
+            assert not filed
+        outcomes.append(decision[0])
+    assert outcomes[0] == "approve"  # half a second early: the human's decision stands
+    assert lines(side, "tickets").count("ticket 0") == 1
