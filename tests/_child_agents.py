@@ -77,6 +77,19 @@ def lapsing(root: Path) -> Agent:
     return Agent(AgentConfig(ScriptedModel(reply), [tool]), gate)
 
 
+def budgeted(root: Path) -> Agent:
+    """A model on the local provider (``$OPENAI_BASE_URL``) that looks something up every
+    turn and never answers: only its budget stops it. Replies are bounded at 64 tokens."""
+    from durableagent.models import OpenAIModel
+
+    def lookup(args: dict[str, Any]) -> str:
+        return f"nothing found for {args.get('n')}; " + "try again " * 8
+
+    tool = Tool("lookup", "look something up", {"type": "object"}, lookup)
+    model = OpenAIModel("fake", max_completion_tokens=64)
+    return Agent(AgentConfig(model, [tool], max_turns=1000), PolicyGate())
+
+
 def broken(root: Path) -> Agent:
     """A model that fails every call (the time of each attempt is noted)."""
 

@@ -104,8 +104,17 @@ def _anthropic_request(body: dict[str, Any]) -> tuple[int, list[str]]:
 class FakeLLM:
     """The server; use as a context manager (it listens on an ephemeral port)."""
 
-    def __init__(self, brain: Callable[[Request], Say | Call] = helpdesk_brain) -> None:
+    def __init__(
+        self,
+        brain: Callable[[Request], Say | Call] = helpdesk_brain,
+        usage: Callable[[Request], tuple[int, int]] | None = None,
+    ) -> None:
         self.brain = brain
+        # What each answer reports as (input, output) tokens; by default 100 a turn in and
+        # 10 + turn out. ``served`` sums what every answer it made reported, including those
+        # to a caller that died waiting: the provider's own bill.
+        self.usage = usage
+        self.served = 0
         self.requests: list[Request] = []
         self.model = "fake-model-2025-01"
         self._canned: list[Canned] = []
@@ -178,11 +187,17 @@ class FakeLLM:
             self._release.wait(60)
         reply = self.brain(request)
         n = len(self.requests)
+        used = self.usage(request) if self.usage is not None else (100 * turn, 10 + turn)
+        with self._lock:
+            self.served += sum(used)
         if api == "anthropic":
-            return Canned(body=self.anthropic_body(reply, n, turn))
-        return Canned(body=self.openai_body(reply, n, turn))
+            return Canned(body=self.anthropic_body(reply, n, turn, used))
+        return Canned(body=self.openai_body(reply, n, turn, used))
 
-    def openai_body(self, reply: Say | Call, n: int, turn: int) -> dict[str, Any]:
+    def openai_body(
+        self, reply: Say | Call, n: int, turn: int, used: tuple[int, int] | None = None
+    ) -> dict[str, Any]:
+        used = used or (100 * turn, 10 + turn)
         message: dict[str, Any] = {"role": "assistant", "content": None, "refusal": None}
         if isinstance(reply, Say):
             message["content"] = reply.text
@@ -207,13 +222,16 @@ class FakeLLM:
                 {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
             ],
             "usage": {
-                "prompt_tokens": 100 * turn,
-                "completion_tokens": 10 + turn,
-                "total_tokens": 110 * turn + 10,
+                "prompt_tokens": used[0],
+                "completion_tokens": used[1],
+                "total_tokens": sum(used),
             },
         }
 
-    def anthropic_body(self, reply: Say | Call, n: int, turn: int) -> dict[str, Any]:
+    def anthropic_body(
+        self, reply: Say | Call, n: int, turn: int, used: tuple[int, int] | None = None
+    ) -> dict[str, Any]:
+        used = used or (100 * turn, 10 + turn)
         blocks: list[dict[str, Any]] = []
         if reply.text:
             blocks.append({"type": "text", "text": reply.text})
@@ -235,7 +253,7 @@ class FakeLLM:
             "content": blocks,
             "stop_reason": "tool_use" if isinstance(reply, Call) else "end_turn",
             "stop_sequence": None,
-            "usage": {"input_tokens": 100 * turn, "output_tokens": 10 + turn},
+            "usage": {"input_tokens": used[0], "output_tokens": used[1]},
         }
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
