@@ -89,11 +89,14 @@ def test_ls_lists_needs_attention_first_with_glyph_and_word(demo: Path) -> None:
         key=[
             "corrupt",
             "indeterminate",
+            "over_budget",
             "awaiting_approval",
+            "paused",
             "failed",
             "running",
             "ready",
             "completed",
+            "cancelled",
         ].index,
     )
     assert order[0] == "crm-access"
@@ -112,6 +115,8 @@ def test_ls_json_prints_one_object_per_run_and_filters_by_status(demo: Path) -> 
         "vpn-access",
         "password-reset",
         "access-audit",
+        "report-export",
+        "printer-jam",
     }
     laptop = next(v for v in views if v["run_id"] == "laptop-broken")
     assert laptop["status"] == "awaiting_approval" and len(laptop["pending"]) == 2

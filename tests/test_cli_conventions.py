@@ -49,7 +49,7 @@ def test_ls_status_takes_the_words_the_tui_shows(demo: Path) -> None:
         assert {v["status"] for v in json_lines(r.out)} <= {str(status)}
     short = agentrun("ls", "--json", "--status", "awaiting", "--store", str(demo)).out
     long = agentrun("ls", "--json", "--status", "awaiting_approval", "--store", str(demo)).out
-    assert short == long and len(json_lines(short)) == 2
+    assert short == long and len(json_lines(short)) == 3
     assert agentrun("ls", "--json", "--status", "AWAITING", "--store", str(demo)).out == short
     usage(agentrun("ls", "--status", "sleepy", "--store", str(demo)), "awaiting_approval")
 
@@ -100,7 +100,7 @@ def test_usage_errors_print_the_commands_own_usage(demo: Path) -> None:
 
 def test_every_json_object_carries_a_schema_version_and_iso_times(demo: Path) -> None:
     rows = json_lines(agentrun("ls", "--json", "--store", str(demo)).out)
-    assert len(rows) == 8
+    assert len(rows) == 10
     for row in rows:
         assert next(iter(row)) == "v" and row["v"] == 1
         for key in ("started_at", "last_activity"):

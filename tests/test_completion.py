@@ -23,6 +23,8 @@ RUNS = [
     "crm-access",
     "laptop-broken",
     "password-reset",
+    "printer-jam",
+    "report-export",
     "shared-drive",
     "vpn-access",
 ]

@@ -95,7 +95,7 @@ def test_cancel_pause_resume_print_what_happens_and_refuse_what_cannot(
     )
     code, _, err = cli(capsys, "budget", "r1", "--add", "tokens=lots", "--reason", "x",
                        "--store", root)  # fmt: skip
-    assert code == 1 and "tokens takes a whole number" in err
+    assert code == 2 and "tokens takes a whole number" in err  # a usage error, as for submit
     code, _, err = cli(capsys, "budget", "r1", "--add", "tokens=5", "--reason", "x",
                        "--store", root)  # fmt: skip
     assert code == 1 and "no tokens limit to raise; set one with --set tokens=..." in err

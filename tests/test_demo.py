@@ -65,6 +65,12 @@ def test_demo_no_tui_in_a_fresh_directory_produces_every_status(tmp_path: Path) 
     assert runs["crm-access"]["indeterminate"]["tool"] == "send_email"
     assert runs["vpn-access"]["status"] == "failed"
     assert {runs[r]["status"] for r in ("password-reset", "access-audit")} == {"ready"}
+    # One run stopped at its budget (one model call), one waits for an approval that lapses.
+    over = runs["report-export"]
+    assert over["status"] == "over_budget" and over["budget"] == {"model_calls": 1}
+    assert over["spent"]["model_calls"] == 1
+    (lapsing,) = runs["printer-jam"]["pending"]
+    assert lapsing["deadline_at"] == pytest.approx(time.time() + 15 * 60, abs=120)
     assert "crm-access" in p.stdout and "STATUS" in p.stdout  # it printed ls
     # The killed writes really happened: one ticket (filed twice, deduplicated), one mail.
     crm = [t for t in read_list(root, "tickets") if "CRM" in t["summary"]]
@@ -172,6 +178,10 @@ async def test_the_demo_story_with_a_worker(tmp_path: Path) -> None:
             signal(store, "laptop-broken", "approve", {"marker": p.marker}, by="test")
         await until("laptop-broken", RunStatus.COMPLETED)
         assert [m["to"] for m in read_list(root, "outbox")] == ["manager@example.com"] * 2
+
+        # More budget lets the over-budget run go on: it files its ticket, once approved.
+        signal(store, "report-export", "budget", {"add": {"model_calls": 2}}, by="t", reason="ok")
+        await until("report-export", RunStatus.AWAITING_APPROVAL)
 
         (demo_dir(root) / SERVICE_DOWN).unlink()
         reset_attempts(FileStore(root), "vpn-access")  # what `agentrun retry vpn-access` does

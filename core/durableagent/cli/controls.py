@@ -14,7 +14,7 @@ from ..fold import RunStatus
 from ..gate import Pending
 from ..signals import signal
 from ..view import RunView, view_store
-from .common import Parents, Refused, Usage, clean, iso, require_run, store_of
+from .common import Parents, Usage, clean, iso, require_run, store_of
 
 _NEEDS_REASON = ("cancel", "pause")
 
@@ -62,7 +62,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
     try:
         limits = parse_budget(text, lifting=how == "set")
     except BudgetError as e:
-        raise Refused(str(e)) from None
+        raise Usage(str(e)) from None  # as for submit --budget: the argument does not parse
     signal(store, args.run, "budget", {how: limits}, by=args.by, reason=args.reason)
     view = view_store(store, args.run)
     print(f"budget of {args.run} is now: {view.controls.budget.describe()}")

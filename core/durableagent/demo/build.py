@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from ..budget import Budget
 from ..errors import StoreError
 from ..messages import Message
 from ..outcome import Status
@@ -38,7 +40,13 @@ RUNS = {
     "vpn-access": "I cannot connect to the VPN from home.",
     "password-reset": "I forgot my password for the HR portal.",
     "access-audit": "Please audit my access rights: billing, VPN, CRM, hardware, shared drives.",
+    "report-export": "Export every ticket I filed this year into one report.",
+    "printer-jam": "The office printer on floor 3 jams on every page.",
 }
+# report-export may make one model call: it stops over budget before its second.
+REPORT_BUDGET = Budget(model_calls=1)
+# printer-jam's ticket waits for an approval that lapses: then a worker denies it.
+PRINTER_WITHIN = "15m"
 
 
 def is_demo_store(root: Path) -> bool:
@@ -115,6 +123,19 @@ async def _build_runs(store: FileStore, config: Config, children: list[_CrashChi
     if view_store(store, "crm-access").status != "ready":
         raise StoreError("demo: crm-access should be ready after the crash in create_ticket")
     await asyncio.to_thread(children[1].crash)  # inside send_email
+
+    submit(store, "report-export", start("report-export"), budget=REPORT_BUDGET)
+    over = await run(config, "report-export", None, owner=BUILDER)
+    assert over.status == Status.OVER_BUDGET, over
+
+    lapsing = dataclasses.replace(config.agent, approve_within=PRINTER_WITHIN)
+    waits = await run(
+        dataclasses.replace(config, agent=lapsing),
+        "printer-jam",
+        start("printer-jam"),
+        owner=BUILDER,
+    )
+    assert waits.status == Status.AWAITING_APPROVAL and waits.pending[0].deadline_at, waits
 
     submit(store, "vpn-access", start("vpn-access"))
     for _ in range(3):  # a worker's whole budget, so the demo's worker leaves it failed
