@@ -429,7 +429,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "s20-deadline-overrules-an-approval": (
         "a lapsed approval's deny lands over a human's approval that came first",
         "signals.py",
-        "        if name == \"deny\" and by == DEADLINE:",
+        '        if name == "deny" and by == DEADLINE:',
         "        if False:",
     ),
     "c01-cancel-not-rechecked-under-the-lock": (
