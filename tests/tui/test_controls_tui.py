@@ -9,12 +9,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from textual.widgets import Input
 from tuihelpers import loaded, make_app, screen_text, select, until
 
 from durableagent import FileStore, Message, Status, ToolCall, signal
 from durableagent.testing import JournalWriter
 from durableagent_tui.app import SupervisorApp
 from durableagent_tui.dialogs import ApproveDialog
+from durableagent_tui.dialogs.budget import BudgetDialog
 from durableagent_tui.dialogs.control import ControlDialog
 from durableagent_tui.sample import NOW, T0
 
@@ -165,3 +167,36 @@ async def test_a_budgeted_run_shows_spent_against_its_limit(tmp_path: Path) -> N
         await loaded(pilot)
         await select(pilot, "capped")
         assert "timeline · tokens 1,500 of 50,000 · model calls 1 of 4" in screen_text(app)
+
+
+async def test_B_raises_the_budget_of_a_run_stopped_over_it(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    store = FileStore(root)
+    j = JournalWriter(store, "capped", T0)
+    j.add("run.started", data={"input": [], "budget": {"model_calls": 1}})
+    j.model(1, Message("assistant", tool_calls=(ToolCall("c1", "lookup", {}),)))
+    j.outcome(Status.OVER_BUDGET, error="over budget: model calls: 1 made of a limit of 1")
+    bare = JournalWriter(store, "bare", T0)
+    bare.start("no budget")
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await select(pilot, "bare")
+        await pilot.press("B")
+        await until(pilot, lambda: said(app, "bare has no budget to raise"))
+        await select(pilot, "capped")
+        await pilot.press("B")
+        await until(pilot, lambda: isinstance(app.screen, BudgetDialog))
+        text = screen_text(app)
+        assert "model calls 1 of 1" in text and "over budget: model calls" in text
+        before = journal_bytes(root, "capped")
+        await pilot.press(*"model_calls=lots", "enter", *"why", "enter", "y")
+        await until(pilot, lambda: "model_calls takes a whole number" in screen_text(app))
+        assert journal_bytes(root, "capped") == before  # nothing written
+        limits = app.screen.query_one("#limits", Input)
+        limits.value = "model_calls=3"
+        await pilot.press("y")
+        await until(pilot, lambda: said(app, "budget of capped is now model calls 4"))
+    last = store.load("capped")[-1]
+    assert last.data["name"] == "budget" and last.data["payload"] == {"add": {"model_calls": 3}}
+    assert last.data["reason"] == "why"

@@ -11,7 +11,7 @@ writes to a store.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from textual import work
 from textual.app import App
@@ -25,11 +25,13 @@ from .actions import (
     Pin,
     failure_state,
     retry_failed,
+    write_budget,
     write_control,
     write_decision,
 )
 from .dialogs import ApproveDialog, ForkDialog, PlanScreen, ReconcileDialog, RetryDialog
 from .dialogs.base import login_name
+from .dialogs.budget import BudgetDialog
 from .dialogs.control import ControlDialog
 from .runs_model import RunRows
 from .runs_table import RunsTable
@@ -42,12 +44,15 @@ _DONE = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.MOVED, Ru
 
 
 def control_offered(action: str, run: Summary | None) -> bool | None:
-    """Whether ``cancel``, ``pause`` or ``resume`` applies to ``run``: True, None (greyed out)
-    or False (hidden: ``P`` shows Pause or Resume, whichever the run takes)."""
+    """Whether ``cancel``, ``pause``, ``resume`` or ``budget`` applies to ``run``: True, None
+    (greyed out) or False (hidden: ``P`` shows Pause or Resume, whichever the run takes; ``B``
+    shows only on a run with a budget)."""
     halt = run.halt if run is not None else None
     paused = halt is not None and halt.name == "pause"
     if action == "resume":
         return run is not None and run.status not in _DONE and paused
+    if action == "budget":  # raises a limit the run has; agentrun budget --set gives one
+        return run is not None and run.status not in _DONE and run.budget is not None
     if run is None or run.status in _DONE:
         return None
     if action == "cancel":
@@ -169,6 +174,21 @@ class DialogActions(_Base):
 
         self._with_view(None, open_it)
 
+    def action_budget(self) -> None:
+        if self.read_only or not control_offered("budget", self.selected):
+            return
+
+        def open_it(view: RunView) -> None:
+            self.push_screen(BudgetDialog(view, self._raise, now=self.clock()), self._written)
+
+        self._with_view(None, open_it)
+
+    def _raise(self, run_id: str, limits: dict[str, Any], by: str, reason: str) -> str:
+        """Called in the budget dialog's thread worker."""
+        store = self.tracker.store
+        assert store is not None
+        return write_budget(store, run_id, limits, by, reason)
+
     def _control(self, run_id: str, name: str, by: str, reason: str | None) -> str:
         """Called in the control dialog's thread worker."""
         store = self.tracker.store
@@ -246,11 +266,19 @@ class DialogActions(_Base):
         if view is None:
             self.notify("No run is selected.", markup=False)
             return
+        if action == "budget" and view.status not in _DONE:
+            self.notify(
+                f"{view.run_id} has no budget to raise: agentrun budget {view.run_id} --set "
+                "LIMITS --reason WHY gives it one.",
+                markup=False,
+            )
+            return
         offer = {
             RunStatus.AWAITING_APPROVAL: " (a approves or denies its calls)",
             RunStatus.INDETERMINATE: " (r reconciles its open write)",
             RunStatus.FAILED: " (R retries it)",
             RunStatus.PAUSED: " (P resumes it)",
+            RunStatus.OVER_BUDGET: " (B raises its budget)",
         }.get(view.status, "")
         word = LOOKS[view.status].word
         self.notify(f"{view.run_id} has nothing to {action}: it is {word}{offer}.", markup=False)

@@ -120,6 +120,15 @@ def write_control(store: Store, run_id: str, name: str, by: str, reason: str | N
     }[name]
 
 
+def write_budget(store: Store, run_id: str, limits: dict[str, Any], by: str, reason: str) -> str:
+    """``agentrun budget RUN --add LIMITS --reason``: one ``budget`` signal, checked under the
+    journal's lock (a limit the run does not have cannot be raised: SignalError)."""
+    signal(store, run_id, "budget", {"add": limits}, by=by, reason=reason)
+    now = view_store(store, run_id)
+    go = "; a worker picks it up" if now.status == RunStatus.READY else ""
+    return f"budget of {run_id} is now {now.controls.budget.describe()}{go}"
+
+
 def _changed(pin: Pin, now: str, written: int = 0) -> ChangedUnderneath:
     wrote = f"{written} decision(s) were" if written else "Nothing was"
     return ChangedUnderneath(

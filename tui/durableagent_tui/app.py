@@ -93,6 +93,8 @@ class SupervisorApp(DialogActions):
         Binding("P", "pause", "Pause", id="pause"),
         Binding("P", "resume", "Resume", id="resume"),
         Binding("P", "unavailable('pause or resume')", show=False, id="pause.unavailable"),
+        Binding("B", "budget", "Budget", id="budget"),
+        Binding("B", "unavailable('budget')", show=False, id="budget.unavailable"),
         Binding("p", "plan", "Plan", id="plan"),
         Binding("f", "fork", "Fork", id="fork"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
@@ -552,7 +554,7 @@ class SupervisorApp(DialogActions):
             if view is None:
                 return None
             return True if view.status == _WANTS[action] else None
-        if action in ("cancel", "pause", "resume"):
+        if action in ("cancel", "pause", "resume", "budget"):
             return False if self.read_only else control_offered(action, self.selected)
         if action == "unavailable":
             return not self.read_only
@@ -642,6 +644,7 @@ _MAIN_ACTIONS = frozenset(
         "cancel",
         "pause",
         "resume",
+        "budget",
         "plan",
         "fork",
         "unavailable",

@@ -23,6 +23,7 @@ newest activity first within a group.
   R          retry a failed run now (agentrun retry; asks)
   c          cancel the run: no step starts again (asks why)
   P          pause the run, or resume a paused one (asks)
+  B          raise a budgeted run's limits (asks why)
   p          the recovery plan: what its next attempt will do
   f          fork it from the step under the timeline's cursor
   enter      open the run's timeline
