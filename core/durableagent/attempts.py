@@ -25,6 +25,10 @@ ENDINGS: dict[str | None, str] = {
     "awaiting_approval": "awaiting approval",
     "indeterminate": "indeterminate",
     "failed": "failed",
+    "cancelled": "cancelled",
+    "paused": "paused",
+    "over_budget": "over budget",
+    "moved": "moved",
     LOST: "lost",
     STOPPED: "stopped",
 }

@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from textual.widgets import Input
-from tuihelpers import loaded, make_app, screen_text, select, until
+from tuihelpers import burst, loaded, make_app, screen_text, select, until
 
 from durableagent import FileStore, Message, Status, ToolCall, signal
 from durableagent.testing import JournalWriter
@@ -200,3 +200,27 @@ async def test_B_raises_the_budget_of_a_run_stopped_over_it(tmp_path: Path) -> N
     last = store.load("capped")[-1]
     assert last.data["name"] == "budget" and last.data["payload"] == {"add": {"model_calls": 3}}
     assert last.data["reason"] == "why"
+
+
+def test_every_way_an_attempt_ends_has_its_words_and_its_look() -> None:
+    from durableagent.attempts import ENDINGS
+    from durableagent_tui.attempt_looks import ENDING_LOOKS
+
+    for status in Status:
+        assert str(status) in ENDINGS and str(status) in ENDING_LOOKS, status
+
+
+async def test_keys_typed_fast_land_where_they_are_meant(tmp_path: Path) -> None:
+    """Keys queued at once (a paste, a fast typist): enter moves on before the next key is
+    handled, so the ``y`` after it confirms instead of ending the reason with a y."""
+    root = tmp_path / "runs"
+    store = build(root)
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await select(pilot, "looping")
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, ControlDialog))
+        burst(app, *"why", "enter", "y")
+        await until(pilot, lambda: said(app, "cancelled looping"))
+    assert store.load("looping")[-1].data["reason"] == "why"

@@ -11,6 +11,10 @@ ENDING_LOOKS: dict[str | None, tuple[str, str]] = {
     "awaiting_approval": ("▲", "yellow"),
     "indeterminate": ("✖", "red"),
     "failed": ("✗", "red"),
+    "cancelled": ("■", "dim"),
+    "paused": ("‖", "yellow"),
+    "over_budget": ("◆", "bold red"),
+    "moved": ("⇢", "dim"),
     LOST: ("↯", "bold red"),
     STOPPED: ("‖", "dim"),
 }

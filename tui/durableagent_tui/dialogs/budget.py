@@ -32,6 +32,9 @@ class BudgetDialog(ActingDialog):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Raise", id="budget.yes"),
+        # enter moves on as the key arrives (a priority binding runs before the next key is
+        # passed on), so what is typed right after it lands in the next box, not this one.
+        Binding("enter", "next_box", show=False, priority=True, id="budget.next"),
         Binding("escape", "close", "Close", id="budget.close"),
     ]
 
@@ -48,7 +51,9 @@ class BudgetDialog(ActingDialog):
         with Vertical(id="dialog", classes="control"):
             yield Label(Text.assemble(("Raise the budget of  ", "bold"), view.run_id))
             yield Static(grid)
-            yield Input(placeholder="add: tokens=50k,model_calls=5,deadline=1h", id="limits")
+            yield Input(
+                placeholder="add: tokens=50k,model_calls=5,deadline=1h", id="limits", compact=True
+            )
             yield Input(placeholder="why: the journal keeps it", id="reason", compact=True)
             with Horizontal(id="buttons"):
                 yield action_button(f"Raise {view.run_id}", id="yes", variant="warning")
@@ -74,14 +79,13 @@ class BudgetDialog(ActingDialog):
             )
         self.query_one("#keys", Static).update(keys)
 
-    @on(Input.Submitted, "#limits")
-    def _limits_typed(self) -> None:
-        focus_now(self.query_one("#reason", Input))
-
-    @on(Input.Submitted, "#reason")
-    def _reason_typed(self) -> None:
-        """enter leaves the box: it never writes (only ``y`` or the button does)."""
-        self.set_focus(None)
+    def action_next_box(self) -> None:
+        """enter: from the limits to the reason, then out of the boxes; it never writes
+        (only ``y`` or the button does)."""
+        if self.focused is self.query_one("#limits", Input):
+            focus_now(self.query_one("#reason", Input))
+        else:
+            self.set_focus(None)
         self._relabel()
 
     def on_descendant_focus(self) -> None:

@@ -56,6 +56,9 @@ class ControlDialog(ActingDialog):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("y", "confirm", "Yes", id="control.yes"),
+        # enter leaves the box as the key arrives (a priority binding runs before the next
+        # key is passed on): a y typed right after it confirms, and is no letter of the reason.
+        Binding("enter", "leave_box", show=False, priority=True, id="control.done"),
         Binding("escape", "close", "Close", id="control.close"),
     ]
 
@@ -122,8 +125,7 @@ class ControlDialog(ActingDialog):
     def _reason(self) -> str | None:
         return self.query_one("#reason", Input).value.strip() or None
 
-    @on(Input.Submitted, "#reason")
-    def _typed(self) -> None:
+    def action_leave_box(self) -> None:
         """enter leaves the box: it never writes (only ``y`` or the button does)."""
         self.set_focus(None)
         self._relabel()
