@@ -318,3 +318,17 @@ async def test_a_deadlines_deny_never_overrules_an_approval_a_humans_may(
     )
     signal(store, "a1", "deny", {"marker": marker}, by="bo", reason="wrong account")
     assert view_store(store, "a1").status == RunStatus.READY
+
+
+async def test_a_paused_run_awaiting_approval_says_it_is_held_after_the_decision(
+    store: FileStore, side: Side
+):
+    _config, marker = await waiting(store, side)
+    signal(store, "a1", "pause", {}, by="ana", reason="vendor outage")
+    view = view_store(store, "a1")
+    assert view.status == RunStatus.AWAITING_APPROVAL  # a human is still asked first
+    assert view.waiting_on == "approve create_ticket · then held: paused"
+    (row,) = [s for s in store.summaries() if s.run_id == "a1"]
+    assert row.waiting_on == view.waiting_on
+    signal(store, "a1", "approve", {"marker": marker}, by="ana")
+    assert view_store(store, "a1").status == RunStatus.PAUSED

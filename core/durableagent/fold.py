@@ -198,7 +198,8 @@ class Fold:
         if status == RunStatus.AWAITING_APPROVAL:
             pending = self.pending(outcome)
             more = f" (+{len(pending) - 1})" if len(pending) > 1 else ""
-            return f"approve {pending[0].tool}{more}" if pending else "approval"
+            held = " · then held: paused" if self.controls.paused is not None else ""
+            return (f"approve {pending[0].tool}{more}" if pending else "approval") + held
         return ""
 
     def to_json(self) -> dict[str, Any]:

@@ -127,7 +127,8 @@ class RunView:
             return f"reconcile {self.indeterminate.name}"
         if self.status == RunStatus.AWAITING_APPROVAL:
             more = f" (+{len(self.pending) - 1})" if len(self.pending) > 1 else ""
-            return f"approve {self.pending[0].tool}{more}" if self.pending else "approval"
+            held = " · then held: paused" if self.controls.paused is not None else ""
+            return (f"approve {self.pending[0].tool}{more}" if self.pending else "approval") + held
         if self.status == RunStatus.MOVED:
             return f"moved to {self.moved_to}"
         if self.status in (RunStatus.CANCELLED, RunStatus.PAUSED) and self.halt is not None:
