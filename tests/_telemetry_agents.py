@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from _child_agents import gate_file
+
 from durableagent import Agent, AgentConfig, Message, PolicyGate, Tool, ToolCall
 
 
@@ -26,11 +28,11 @@ class UsageModel:
         usage = {"input_tokens": 7, "output_tokens": 3}
         done = [m for m in messages if m.role == "tool"]
         rid = f"resp-{len(done)}"
+        request = next(m.content for m in messages if m.role == "user")
         if not done:
-            calls = (
-                ToolCall("call-look", "lookup", {"q": "printer"}),
-                ToolCall("call-file", "create_ticket", {"summary": "printer on fire"}),
-            )
+            look = ToolCall("call-look", "lookup", {"q": request})
+            file = ToolCall("call-file", "create_ticket", {"summary": "printer on fire"})
+            calls = (look,) if "slow" in request else (look, file)
             return Message(
                 "assistant", tool_calls=calls, usage=usage, model="gpt-test-0613", response_id=rid
             )
@@ -39,8 +41,15 @@ class UsageModel:
 
 
 def helpdesk(root: Path | None = None) -> Agent:
-    """lookup (a read) and create_ticket (a write that needs approval), then the answer."""
-    lookup = Tool("lookup", "search the wiki", {"type": "object"}, lambda a: f"found {a['q']}")
+    """lookup (a read) and create_ticket (a write that needs approval), then the answer. A
+    request saying "slow" only looks up, and its lookup waits for ``<root>/.side/go``."""
+
+    def look(args: dict[str, Any]) -> str:
+        if "slow" in str(args["q"]) and root is not None:
+            gate_file(root, "go")
+        return f"found {args['q']}"
+
+    lookup = Tool("lookup", "search the wiki", {"type": "object"}, look)
     create = Tool(
         "create_ticket", "file a ticket", {"type": "object"}, lambda a: f"T-1 {a['summary']}"
     )

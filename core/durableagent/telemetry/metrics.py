@@ -101,6 +101,7 @@ class Metrics:
             self.attempts.labels(LOST).inc()
         if ended != LOST:  # the worker that takes the run over counts it
             self.attempts.labels(ended).inc()
+        self.runs.poke()  # a run's status changed: count again soon
 
     def timed(self, store: Store) -> Store:
         """``store`` with its appends timed into ``durableagent_append_seconds``."""
@@ -161,6 +162,7 @@ class RunCounts(Collector):
         self.oldest_waiting: float | None = None  # last_activity of the oldest needs-human run
         self.read_at = 0.0
         self._stop = threading.Event()
+        self._poked = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
@@ -170,11 +172,20 @@ class RunCounts(Collector):
 
     def stop(self) -> None:
         self._stop.set()
+        self._poked.set()
+
+    def poke(self) -> None:
+        """Read again soon (an attempt ended), at most every ``SOONEST`` seconds."""
+        self._poked.set()
+
+    SOONEST = 0.5
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             self.read()
-            self._stop.wait(self.refresh)
+            self._poked.wait(self.refresh)
+            self._poked.clear()
+            self._stop.wait(self.SOONEST)
 
     def read(self) -> None:
         """List the store's summaries once and keep the counts."""
