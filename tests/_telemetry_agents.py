@@ -4,6 +4,7 @@ gated write and an unattended read."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ def helpdesk(root: Path | None = None) -> Agent:
     request saying "slow" only looks up, and its lookup waits for ``<root>/.side/go``."""
 
     def look(args: dict[str, Any]) -> str:
+        logging.getLogger("helpdesk.lookup").info("looking up %s", args["q"])
         if "slow" in str(args["q"]) and root is not None:
             gate_file(root, "go")
         return f"found {args['q']}"
