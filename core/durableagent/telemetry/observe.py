@@ -204,6 +204,8 @@ class Observed:
     def __init__(self, journal: Journal, watch: RunWatch) -> None:
         self.journal = journal
         self._watch = watch
+        t = watch.telemetry
+        self._seen = t.traces is not None or t.metrics is not None  # else: log fields only
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.journal, name)
@@ -217,28 +219,34 @@ class Observed:
 
     async def run_step(self, name: str, kind: StepKind, fn: StepFn, **kw: Any) -> Any:
         journal = self.journal
-        replayed = name in journal.index.completed
-        called = False
-
-        async def call() -> Any:
-            nonlocal called
-            called = True
-            return await fn()
-
+        if name in journal.index.completed:  # replayed: nothing runs, nothing logs
+            if not self._seen:
+                return await journal.run_step(name, kind, fn, **kw)
+            start_ns, t = time.time_ns(), time.monotonic()
+            value = await journal.run_step(name, kind, fn, **kw)
+            seconds = time.monotonic() - t
+            self._watch.step(name, kind, start_ns, seconds, value, "replayed", kw, None)
+            return value
         token = logs.set_step(name)
+        if not self._seen:
+            try:
+                return await journal.run_step(name, kind, fn, **kw)
+            finally:
+                logs.reset(token)
         start_ns, t = time.time_ns(), time.monotonic()
         try:
-            value = await journal.run_step(name, kind, call, **kw)
+            value = await journal.run_step(name, kind, fn, **kw)
         except BaseException as e:
-            if called or not isinstance(e, (*_NOT_RUN, asyncio.CancelledError)):
+            # Stopped before it ran (a halt, a lost lease, an unreconciled write), or with
+            # the attempt: not a failure of the step.
+            if not isinstance(e, (*_NOT_RUN, asyncio.CancelledError)):
                 seconds = time.monotonic() - t
                 self._watch.step(name, kind, start_ns, seconds, None, "failed", kw, e)
             raise
         finally:
             logs.reset(token)
         seconds = time.monotonic() - t
-        outcome = "replayed" if replayed else "ran"
-        self._watch.step(name, kind, start_ns, seconds, value, outcome, kw, None)
+        self._watch.step(name, kind, start_ns, seconds, value, "ran", kw, None)
         return value
 
 
