@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -203,8 +204,36 @@ print(sorted(loaded & {{"opentelemetry", "prometheus_client"}}))
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
-    import os
-
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env["OTEL_BSP_EXPORT_TIMEOUT"] = "200"
     return env | extra
+
+
+def test_an_otlp_endpoint_without_the_extra_says_what_to_install(tmp_path: Path) -> None:
+    hide = tmp_path / "hide"
+    (hide / "opentelemetry").mkdir(parents=True)
+    (hide / "opentelemetry" / "__init__.py").write_text(
+        "raise ImportError('No module named opentelemetry', name='opentelemetry')\n"
+    )
+    env = _env({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"})
+    env["PYTHONPATH"] = os.pathsep.join([str(hide), str(TESTS), env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "durableagent.cli",
+            "worker",
+            "--agent",
+            "_telemetry_agents:helpdesk",
+            "--store",
+            str(tmp_path / "runs"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
+    assert out.returncode != 0
+    assert "Traceback" not in out.stderr
+    assert "pip install 'durableagent[otel]'" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1, out.stderr

@@ -1,10 +1,10 @@
 """Prometheus metrics of a worker (SPEC §12; extra ``metrics``), in a registry of its own.
 
 Counters and histograms are kept as the worker's attempts run (``observe.py`` feeds them);
-``durableagent_runs{status}`` and ``durableagent_waiting_for_human_seconds`` come from the
-store's summaries, which a thread of its own refreshes every ``refresh`` seconds: a scrape
-only reads the last counts, so it answers in microseconds however many runs the store holds
-(a listing of 100,000 runs takes longer than a scrape may).
+``durableagent_runs{status}`` and ``durableagent_waiting_for_human_seconds`` are counts kept
+in memory from the store's summaries (see :class:`RunCounts`): a scrape never lists the store,
+so it answers as fast with 100,000 runs as with ten (a listing of 100,000 takes longer than a
+scrape may).
 
 Lost attempts are counted by the worker that takes their run over: a killed worker cannot
 count its own, and one whose lease was taken over leaves it to the taker, so that across a
@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..fold import NEEDS_HUMAN, RunStatus
+from ..fold import NEEDS_HUMAN, RunStatus, Summary
 from ..messages import StepKind
 from ..stores import Store
 from ..stores.protocol import LOST
@@ -95,13 +95,13 @@ class Metrics:
                     if isinstance(n, int) and n > 0:
                         self.tokens.labels(direction).inc(n)
 
-    def attempt_ended(self, ended: str, took_over: bool) -> None:
+    def attempt_ended(self, run_id: str, ended: str, took_over: bool) -> None:
+        self.runs.poke(run_id)  # its status changed: read its summary
         if took_over:
             self.takeovers.inc()
             self.attempts.labels(LOST).inc()
         if ended != LOST:  # the worker that takes the run over counts it
             self.attempts.labels(ended).inc()
-        self.runs.poke()  # a run's status changed: count again soon
 
     def timed(self, store: Store) -> Store:
         """``store`` with its appends timed into ``durableagent_append_seconds``."""
@@ -152,18 +152,30 @@ class TimedStore:
 
 
 class RunCounts(Collector):
-    """``durableagent_runs{status}`` and ``durableagent_waiting_for_human_seconds``, from the
-    summaries a background thread reads every ``refresh`` seconds (and at once on start)."""
+    """``durableagent_runs{status}`` and ``durableagent_waiting_for_human_seconds``, kept in
+    memory: a scrape reads counts, never the store.
+
+    They come from a full listing of the summaries (the worker's own periodic look hands its
+    listing over: :meth:`take`; else a thread of its own lists them when the last one is
+    older than ``refresh`` seconds, and never spends more than a tenth of its time at it), and
+    between listings from one run's summary each time an attempt of this worker ends
+    (:meth:`poke`), which is a single journal's fold."""
+
+    SHARE = 10  # wait at least this many times as long as a listing took
 
     def __init__(self, store: Store, refresh: float) -> None:
         self.store = store
         self.refresh = refresh
         self.counts: dict[str, int] | None = None  # None until the first listing is read
-        self.oldest_waiting: float | None = None  # last_activity of the oldest needs-human run
         self.read_at = 0.0
+        self._status: dict[str, str] = {}
+        self._waiting: dict[str, float] = {}  # needs-human run -> its last activity
+        self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._poked = threading.Event()
+        self._poked: set[str] = set()
+        self._wake = threading.Event()
         self._thread: threading.Thread | None = None
+        self._took = 0.0  # how long the last listing took
 
     def start(self) -> None:
         if self._thread is None:
@@ -172,52 +184,91 @@ class RunCounts(Collector):
 
     def stop(self) -> None:
         self._stop.set()
-        self._poked.set()
+        self._wake.set()
 
-    def poke(self) -> None:
-        """Read again soon (an attempt ended), at most every ``SOONEST`` seconds."""
-        self._poked.set()
-
-    SOONEST = 0.5
+    def poke(self, run_id: str) -> None:
+        """``run_id``'s status may have changed (an attempt of it ended): read its summary."""
+        with self._lock:
+            self._poked.add(run_id)
+        self._wake.set()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self.read()
-            self._poked.wait(self.refresh)
-            self._poked.clear()
-            self._stop.wait(self.SOONEST)
+            due = self.read_at + max(self.refresh, self.SHARE * self._took)
+            if time.time() >= due:
+                self.read()
+            self._wake.wait(max(0.05, due - time.time()))
+            self._wake.clear()
+            with self._lock:
+                poked, self._poked = self._poked, set()
+            for run_id in sorted(poked):
+                try:
+                    summary = self.store.summary(run_id)
+                except Exception:  # advisory: the next listing corrects it
+                    continue
+                if summary is not None:
+                    self._update(summary)
 
     def read(self) -> None:
-        """List the store's summaries once and keep the counts."""
+        """List the store's summaries once and count them."""
+        t = time.monotonic()
         try:
             summaries = self.store.summaries()
         except Exception:  # the store out of reach: keep the last counts
             return
+        self.take(summaries)
+        self._took = time.monotonic() - t
+
+    def take(self, summaries: Iterable[Summary]) -> None:
+        """Count a full listing (the worker's, or :meth:`read`'s)."""
         counts = dict.fromkeys((str(s) for s in RunStatus), 0)
-        oldest: float | None = None
+        status: dict[str, str] = {}
+        waiting: dict[str, float] = {}
         for s in summaries:
-            counts[str(s.status)] = counts.get(str(s.status), 0) + 1
+            key = str(s.status)
+            status[s.run_id] = key
+            counts[key] = counts.get(key, 0) + 1
             if s.status in NEEDS_HUMAN and s.last_activity is not None:
-                oldest = s.last_activity if oldest is None else min(oldest, s.last_activity)
-        self.counts, self.oldest_waiting, self.read_at = counts, oldest, time.time()
+                waiting[s.run_id] = s.last_activity
+        with self._lock:
+            self.counts, self._status, self._waiting = counts, status, waiting
+            self.read_at = time.time()
+
+    def _update(self, s: Summary) -> None:
+        with self._lock:
+            if self.counts is None:
+                return
+            old = self._status.get(s.run_id)
+            if old is not None:
+                self.counts[old] -= 1
+            key = str(s.status)
+            self._status[s.run_id] = key
+            self.counts[key] = self.counts.get(key, 0) + 1
+            if s.status in NEEDS_HUMAN and s.last_activity is not None:
+                self._waiting[s.run_id] = s.last_activity
+            else:
+                self._waiting.pop(s.run_id, None)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        counts = self.counts
-        if counts is not None:
-            runs = GaugeMetricFamily(
-                "durableagent_runs", "Runs in the store by status", labels=["status"]
-            )
-            for status, n in sorted(counts.items()):
-                runs.add_metric([status], n)
-            yield runs
-            waiting = self.oldest_waiting
-            yield GaugeMetricFamily(
-                "durableagent_waiting_for_human_seconds",
-                "How long the oldest run needing a human has waited",
-                value=0.0 if waiting is None else max(0.0, time.time() - waiting),
-            )
-            yield GaugeMetricFamily(
-                "durableagent_runs_read_timestamp_seconds",
-                "When the run counts were last read from the store",
-                value=self.read_at,
-            )
+        with self._lock:
+            counts = None if self.counts is None else dict(self.counts)
+            oldest = min(self._waiting.values(), default=None)
+            read_at = self.read_at
+        if counts is None:
+            return
+        runs = GaugeMetricFamily(
+            "durableagent_runs", "Runs in the store by status", labels=["status"]
+        )
+        for status, n in sorted(counts.items()):
+            runs.add_metric([status], n)
+        yield runs
+        yield GaugeMetricFamily(
+            "durableagent_waiting_for_human_seconds",
+            "How long the oldest run needing a human has waited",
+            value=0.0 if oldest is None else max(0.0, time.time() - oldest),
+        )
+        yield GaugeMetricFamily(
+            "durableagent_runs_read_timestamp_seconds",
+            "When the run counts were last read whole from the store",
+            value=read_at,
+        )

@@ -18,6 +18,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IndeterminateError, LeaseLostError, RunHalted, RunStopped
+from ..fold import Summary
 from ..journal import Journal
 from ..loop import StepFn
 from ..messages import StepKind
@@ -88,6 +89,12 @@ class Telemetry:
         finally:
             self.metrics.up.set(0)
 
+    def listed(self, summaries: list[Summary]) -> None:
+        """The worker listed every run's summary (its periodic look): the run counts take
+        them, so that the metrics need no listing of their own."""
+        if self.metrics is not None:
+            self.metrics.runs.take(summaries)
+
     def close(self) -> None:
         """Flush the spans; shut down what this worker created (a provider it was handed is
         the caller's to shut down)."""
@@ -145,7 +152,7 @@ class RunWatch:
         if traces is not None and self.span is not None:
             traces.end_attempt(self.span, number, ended, outcome, error)
         if metrics is not None:
-            metrics.attempt_ended(ended, took_over)
+            metrics.attempt_ended(self.run_id, ended, took_over)
 
     def step(
         self,

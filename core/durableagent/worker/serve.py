@@ -255,9 +255,11 @@ class Worker:
         """Every run that may need this worker, from the store's summaries (no journal is
         read): ready and failed ones, and those whose pending calls have a deadline."""
         wanted = (RunStatus.READY, RunStatus.FAILED)
+        summaries = self.store.summaries()
+        self.telemetry.listed(summaries)  # the metrics' run counts need no listing of their own
         return [
             (s, self._attempts(s.run_id) if s.status in wanted else None)
-            for s in self.store.summaries()
+            for s in summaries
             if s.run_id not in self._running
             and (s.status in wanted or next_deadline(s.pending) is not None)
         ]
