@@ -174,3 +174,34 @@ def test_metrics_port_without_prometheus_client_says_what_to_install(tmp_path: P
     assert "Traceback" not in out.stderr
     assert "pip install 'durableagent[metrics]'" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1, out.stderr
+
+
+def test_a_metrics_port_in_use_is_one_line(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "durableagent.cli",
+                "worker",
+                "--agent",
+                "_telemetry_agents:helpdesk",
+                "--store",
+                str(tmp_path / "runs"),
+                "--metrics-port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=child_env(),
+        )
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        f"agentrun worker: cannot serve metrics on 127.0.0.1:{port} (Address already in use)"
+    )
