@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import subprocess
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from procs import child_env
+
+from durableagent import Message, RunStatus, Store, submit, view_store
+from durableagent import signal as send_signal
+from durableagent.worker import Worker
 
 
 class Receiver:
@@ -113,3 +122,32 @@ def worker(root: Path, log: Path, *args: str, **env: str) -> subprocess.Popen[by
             stdout=subprocess.DEVNULL,
             stderr=out,
         )
+
+
+def traced() -> tuple[TracerProvider, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider, exporter
+
+
+async def until(what: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def run_approved(store: Store, worker: Worker, run_id: str = "r1") -> None:
+    """Submit, let the worker take the run to its approval, approve, let it complete."""
+    submit(store, run_id, [Message("user", "the printer is on fire")])
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+    try:
+        await until(lambda: view_store(store, run_id).status == RunStatus.AWAITING_APPROVAL)
+        for p in view_store(store, run_id).pending:
+            send_signal(store, run_id, "approve", {"marker": p.marker}, by="ana")
+        await until(lambda: view_store(store, run_id).status == RunStatus.COMPLETED)
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 10)

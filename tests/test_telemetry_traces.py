@@ -7,52 +7,20 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from _telemetry_agents import helpdesk
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace import ReadableSpan
+from telemetry_support import run_approved, traced, until
 
-from durableagent import FileStore, Message, RunStatus, submit, view_store
-from durableagent import signal as send_signal
+from durableagent import FileStore, Message, submit
 from durableagent.journal import idempotency_key
 from durableagent.telemetry import run_trace_id
 from durableagent.worker import Worker
 
 TESTS = Path(__file__).parent
-
-
-def traced() -> tuple[TracerProvider, InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    return provider, exporter
-
-
-async def until(what: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
-
-
-async def run_approved(store: FileStore, worker: Worker, run_id: str = "r1") -> None:
-    """Submit, let the worker take the run to its approval, approve, let it complete."""
-    submit(store, run_id, [Message("user", "the printer is on fire")])
-    stop = asyncio.Event()
-    serving = asyncio.create_task(worker.serve(stop))
-    try:
-        await until(lambda: view_store(store, run_id).status == RunStatus.AWAITING_APPROVAL)
-        for p in view_store(store, run_id).pending:
-            send_signal(store, run_id, "approve", {"marker": p.marker}, by="ana")
-        await until(lambda: view_store(store, run_id).status == RunStatus.COMPLETED)
-    finally:
-        stop.set()
-        await asyncio.wait_for(serving, 10)
 
 
 def by_attempt(spans: list[ReadableSpan]) -> dict[int, list[ReadableSpan]]:
