@@ -111,6 +111,10 @@ async def test_contents_are_recorded_when_opted_in(store: FileStore) -> None:
     assert tool["gen_ai.tool.call.result"] == "T-1 printer on fire"
     answer = json.loads(spans["chat gpt-test"].attributes["gen_ai.output.messages"])
     assert answer[0]["role"] == "assistant"
+    sent = json.loads(spans["chat gpt-test"].attributes["gen_ai.input.messages"])  # the last
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "tool"]
+    assert [m.get("tool_call_id") for m in sent[2:]] == ["call-look", "call-file"]
+    assert sent[3]["content"] == "T-1 printer on fire"
 
 
 async def test_a_step_that_raises_is_a_failed_span(store: FileStore) -> None:

@@ -23,7 +23,7 @@ from ..journal import Journal
 from ..loop import StepFn
 from ..messages import StepKind
 from ..outcome import Outcome
-from ..record import RUN_STARTED, Record
+from ..record import RUN_STARTED, STEP_COMPLETED, Record
 from ..steps import model_step, parse_step
 from ..stores import Lease, Store
 from ..stores.protocol import LOST, STOPPED
@@ -178,6 +178,8 @@ class RunWatch:
                 None if completed is None else completed.at,
             )
             call = _call_of(journal, name) if kind == StepKind.TOOL else None
+            if kind == StepKind.MODEL and traces.capture_content and started is not None:
+                info = info | {"input_messages": conversation(journal.records, started.seq)}
             if kind == StepKind.TOOL and outcome == "replayed":
                 index = journal.index
                 info = info | {
@@ -270,6 +272,37 @@ def _call_of(journal: Journal, name: str) -> dict[str, Any] | None:
         return None
     call = calls[parsed.index]
     return call if isinstance(call, dict) else None
+
+
+def conversation(records: list[Record], before: int) -> list[Any]:
+    """The messages a model step was sent (its system prompt aside), as the journal holds
+    them: the run's input, then each result recorded before seq ``before``."""
+    first = records[0].data if records and records[0].type == RUN_STARTED else {}
+    out: list[Any] = list(first.get("input") or []) if isinstance(first, dict) else []
+    calls: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r.seq >= before:
+            break
+        if r.type != STEP_COMPLETED or not isinstance(r.data, dict):
+            continue
+        if r.kind == StepKind.MODEL:
+            out.append(r.data)
+            for i, c in enumerate(r.data.get("tool_calls") or ()):
+                if isinstance(c, dict):
+                    calls[f"{r.step}#{i}"] = c
+        else:
+            parsed = parse_step(r.step)
+            call = (
+                {} if parsed is None else calls.get(f"{model_step(parsed.turn)}#{parsed.index}", {})
+            )
+            out.append(
+                {
+                    "role": "tool",
+                    "content": r.data.get("content", ""),
+                    "tool_call_id": call.get("id"),
+                }
+            )
+    return out
 
 
 def ending(outcome: Outcome | None, error: BaseException | None) -> str:

@@ -135,6 +135,8 @@ class Traces:
                         attrs[f"gen_ai.usage.{key}"] = usage[key]
             if self.capture_content and message:
                 attrs["gen_ai.output.messages"] = json.dumps([message])
+                if "input_messages" in info:
+                    attrs["gen_ai.input.messages"] = json.dumps(info["input_messages"])
         else:
             tool = step_tool_name(name) or name
             span_name = f"execute_tool {tool}"
