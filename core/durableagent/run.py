@@ -33,6 +33,7 @@ from .messages import Message
 from .outcome import Outcome, Status
 from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, Record, signal_fields
 from .stores import Lease, Store
+from .telemetry.observe import RunWatch
 
 # How an attempt a halting signal (or the budget) stopped ends.
 HALTED = {
@@ -61,6 +62,7 @@ async def run(
     owner: str | None = None,
     budget: Budget | None = None,
     wake: asyncio.Event | None = None,
+    observer: RunWatch | None = None,
 ) -> Outcome:
     """Execute or resume ``run_id``. ``input`` starts a new run (or must equal the recorded
     one); None resumes a known run. Completed runs return their recorded answer. A new run's
@@ -76,7 +78,9 @@ async def run(
     between two steps, saves no outcome, and the run stays ready for the next attempt.
     ``owner`` names this runner in the lease and the attempt log (default ``host:pid``). The
     lease is renewed while the attempt runs; an attempt whose lease was taken over ends with
-    LeaseLostError before its next step, having written nothing more."""
+    LeaseLostError before its next step, having written nothing more. ``observer`` (a
+    worker's telemetry) is handed the attempt once the lease is held, and gives the loop the
+    runner that traces and counts its steps; without one the loop gets the journal itself."""
     check_run_id(run_id)
     store = config.store
     given = None if input is None else _as_json([m.to_dict() for m in input])
@@ -104,13 +108,14 @@ async def run(
                 prices=config.agent.prices,
                 model=_model_name(config.agent),
             )
+            runner = journal if observer is None else observer.attempt(journal, lease)
             listening = asyncio.create_task(listen(store, run_id, journal, wake))
             approved, denied = _decisions(records)
             try:
                 loop_out = await run_loop(
                     config.agent,
                     _recorded_input(run_id, records),
-                    runner=journal,
+                    runner=runner,
                     gate=config.gate,
                     approved=approved,
                     denied=denied,

@@ -69,17 +69,21 @@ def _enterable(obj: object) -> bool:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Serve the store until SIGINT/SIGTERM."""
+    from ..telemetry import TelemetryUnavailable, new_metrics
+    from ..telemetry.logs import configure as configure_logs
     from ..worker import Worker
 
     if args.lease_ttl is not None and args.lease_ttl <= 0:
         raise Usage("--lease-ttl must be a positive number of seconds")
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise Usage(f"--metrics-port wants 0..65535 (0 picks a free port), not {args.metrics_port}")
     store = store_of(args, create=True, lease_ttl=args.lease_ttl)
     agent = load_agent(args.agent, getattr(store, "root", args.store))
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logs(verbose=args.verbose, fmt=args.log_format, stream=sys.stderr)
+    try:
+        metrics = None if args.metrics_port is None else new_metrics(store)
+    except TelemetryUnavailable as e:
+        raise Refused(str(e)) from None
     if not args.verbose:  # watchfiles logs every batch of changes at INFO
         logging.getLogger("watchfiles").setLevel(logging.WARNING)
         # psycopg's pool logs each failed reconnection over several lines; the store says
@@ -96,9 +100,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
             grace=args.grace,
             rescan=args.rescan,
             owner=args.owner,
+            metrics=metrics,
         )
     except ValueError as e:
         raise Usage(str(e)) from None
+    except TelemetryUnavailable as e:
+        raise Refused(str(e)) from None
+    if metrics is not None:
+        try:
+            port = metrics.serve(args.metrics_port, args.metrics_host)
+        except OSError as e:
+            where = f"{args.metrics_host}:{args.metrics_port}"
+            raise Refused(f"cannot serve metrics on {where} ({e.strerror or e})") from None
+        _say(args, f"agentrun worker: metrics at http://{args.metrics_host}:{port}/metrics")
 
     async def serve() -> None:
         stop = asyncio.Event()
@@ -106,12 +120,24 @@ def cmd_worker(args: argparse.Namespace) -> int:
         for sig in (signals.SIGINT, signals.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         who = args.owner or f"pid {os.getpid()}"
-        print(f"agentrun worker: serving {describe(store)} ({who})", file=sys.stderr)
+        _say(args, f"agentrun worker: serving {describe(store)} ({who})")
         await worker.serve(stop)
-        print("agentrun worker: stopped", file=sys.stderr)
+        _say(args, "agentrun worker: stopped")
 
-    asyncio.run(serve())
+    try:
+        asyncio.run(serve())
+    finally:
+        if metrics is not None:
+            metrics.close()
     return 0
+
+
+def _say(args: argparse.Namespace, line: str) -> None:
+    """The worker's own lines: plain on stderr, or a log record when every line is JSON."""
+    if args.log_format == "json":
+        logging.getLogger("durableagent.worker").info(line)
+    else:
+        print(line, file=sys.stderr)
 
 
 def _run_tui() -> Callable[..., int]:
@@ -253,6 +279,25 @@ def register(sub: Any, parents: Parents) -> None:
         "worker may take the run over (default 30)",
     )
     s.add_argument("-v", "--verbose", action="store_true", help="log every decision")
+    s.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines, or one JSON object per line (fields run, attempt, step, owner)",
+    )
+    s.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="N",
+        help="serve Prometheus metrics at http://HOST:N/metrics (extra: durableagent[metrics])",
+    )
+    s.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address for --metrics-port (127.0.0.1; 0.0.0.0 for a scraper on another host)",
+    )
     s.set_defaults(fn=cmd_worker)
 
     s = sub.add_parser("tui", parents=[common], help="the terminal supervisor")

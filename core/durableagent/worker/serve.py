@@ -18,6 +18,7 @@ import threading
 import time
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import Any
 
 from ..deadlines import BY as DEADLINE
 from ..deadlines import lapse_reason, lapsed, next_deadline
@@ -33,9 +34,11 @@ from ..fold import RunStatus, Summary
 from ..gate import Pending, PolicyGate
 from ..journal import steps_still_running
 from ..loop import AgentConfig
+from ..outcome import Outcome
 from ..run import Config, run
 from ..signals import signal
 from ..stores import Store
+from ..telemetry import configure
 from .holder import Holder, Source, is_lost
 from .retry import (
     DEFAULT_BACKOFF,
@@ -89,6 +92,13 @@ class Worker:
     see ``mcp_tools``). ``serve()`` enters it in a task of its own and leaves it when it has
     stopped; given a function, it connects again (after ``backoff``) when the connection is
     gone, starting no run meanwhile (see ``holder.py``).
+
+    Telemetry (SPEC §12): ``tracer_provider`` (an OpenTelemetry TracerProvider) gets a span
+    per attempt and per step; without one, the standard ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    configures an OTLP/HTTP exporter; with neither, OpenTelemetry is never imported.
+    ``capture_content`` records messages and tool arguments on the spans. ``metrics``: a
+    ``durableagent.telemetry.metrics.Metrics`` (or True for a new one) that the worker's
+    attempts feed (serve it with its ``serve(port)``; ``agentrun worker --metrics-port``).
     """
 
     def __init__(
@@ -104,6 +114,9 @@ class Worker:
         rescan: float = 5.0,
         owner: str | None = None,
         exit_on_abandoned: bool = True,
+        tracer_provider: Any = None,
+        capture_content: bool = False,
+        metrics: Any = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -141,6 +154,9 @@ class Worker:
         self._unreachable = 0  # attempts in a row that found the store out of reach
         self.exit_on_abandoned = exit_on_abandoned
         self.abandoned = 0  # steps still running when serve() ended (see steps_still_running)
+        self.telemetry = configure(
+            store, tracer_provider=tracer_provider, capture_content=capture_content, metrics=metrics
+        )
 
     # -- public --------------------------------------------------------------------------
 
@@ -168,6 +184,7 @@ class Worker:
         self._wake.set()
         watch = asyncio.create_task(self._watch(stop))
         stopped = asyncio.create_task(stop.wait())
+        beating = asyncio.create_task(self.telemetry.serving())
         try:
             while not stop.is_set():
                 woken = asyncio.create_task(self._wake.wait())
@@ -186,9 +203,10 @@ class Worker:
                 handle.cancel()
             self._timers.clear()
             await self._drain()
-            for t in (watch, stopped):
+            for t in (watch, stopped, beating):
                 t.cancel()
-            await asyncio.gather(watch, stopped, return_exceptions=True)
+            await asyncio.gather(watch, stopped, beating, return_exceptions=True)
+            self.telemetry.close()
 
     def poke(self, run_id: str | None = None) -> None:
         """Look at ``run_id`` (or every run) again soon."""
@@ -237,9 +255,11 @@ class Worker:
         """Every run that may need this worker, from the store's summaries (no journal is
         read): ready and failed ones, and those whose pending calls have a deadline."""
         wanted = (RunStatus.READY, RunStatus.FAILED)
+        summaries = self.store.summaries()
+        self.telemetry.listed(summaries)  # the metrics' run counts need no listing of their own
         return [
             (s, self._attempts(s.run_id) if s.status in wanted else None)
-            for s in self.store.summaries()
+            for s in summaries
             if s.run_id not in self._running
             and (s.status in wanted or next_deadline(s.pending) is not None)
         ]
@@ -358,9 +378,7 @@ class Worker:
         again = True  # look at the run again at once when this attempt ends
         wake = self._wakes[run_id] = asyncio.Event()
         try:
-            outcome = await run(
-                config, run_id, None, stop=lambda: self._stopping, owner=self.owner, wake=wake
-            )
+            outcome = await self._attempt(config, run_id, wake, agent)
         except RunBusyError:
             log.debug("run %s is busy elsewhere; skipped", run_id)
         except RunStopped:
@@ -404,6 +422,28 @@ class Worker:
             self._dirty |= self._backlog
             self._backlog.clear()
             self._wake.set()
+
+    async def _attempt(
+        self, config: Config, run_id: str, wake: asyncio.Event, agent: Agent
+    ) -> Outcome:
+        """One ``run()`` of the run, watched by the worker's telemetry (its log fields, and
+        the traces and metrics when configured)."""
+        watch = self.telemetry.watch(run_id, self.owner, self.store, agent.config.model)
+        try:
+            outcome = await run(
+                config,
+                run_id,
+                None,
+                stop=lambda: self._stopping,
+                owner=self.owner,
+                wake=wake,
+                observer=watch,
+            )
+        except BaseException as e:
+            await watch.end(None, e)
+            raise
+        await watch.end(outcome, None)
+        return outcome
 
     def _count_failure(self, run_id: str, error: BaseException) -> None:
         """Count a failed attempt in the store and in memory. A store that cannot record the
