@@ -94,7 +94,7 @@ def test_a_query_matching_nothing_is_one_line_exit_1_and_writes_nothing(
         ["deny", "--where", "status:paused", "--yes"],
         ["retry", "--where", "status:cancelled", "--yes"],
     ):
-        code, out, err = run(capsys, *argv, "--store", str(demo))
+        code, _, err = run(capsys, *argv, "--store", str(demo))
         assert code == 1
         assert "matches" in one_line(err) and "nothing was written" in err
     assert journals(demo) == before

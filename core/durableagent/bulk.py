@@ -152,7 +152,7 @@ def _apply_one(store: Store, action: Action, t: Target, by: str | None, reason: 
     if t.note:
         return Done(t.run_id, False, t.note)
     if action.signal is None:
-        return _retry(store, t.run_id)
+        return _retry(store, t)
     written = 0
     try:
         for name, payload in t.signals:
@@ -164,22 +164,33 @@ def _apply_one(store: Store, action: Action, t: Target, by: str | None, reason: 
     return Done(t.run_id, True, f"{action.past} {t.run_id}{what}", written)
 
 
-def _retry(store: Store, run_id: str) -> Done:
-    """``agentrun retry`` of one run: refused unless it is failed now (its summary read
-    again, not the listing's: it may have moved on since)."""
+def _retry(store: Store, t: Target) -> Done:
+    """``agentrun retry`` of one run: refused unless it is failed in the listing the plan was
+    made from (taken just before: see ``replan``), else its workers' failure count cleared.
+    (A run's summary read again here would fold its journal: 10,000 of them cost more than the
+    retries.)"""
     from .worker import reset_attempts
 
+    if t.status != RunStatus.FAILED:
+        return Done(t.run_id, False, f"run {t.run_id} is {t.status}, not failed: nothing to retry")
     try:
-        now = store.summary(run_id)
-        if now is None:
-            return Done(run_id, False, f"run {run_id} is gone from the store")
-        if now.status != RunStatus.FAILED:
-            why = f"run {run_id} is {now.status}, not failed: nothing to retry"
-            return Done(run_id, False, why)
-        reset_attempts(store, run_id)
+        reset_attempts(store, t.run_id)
     except DurableAgentError as e:
-        return Done(run_id, False, str(e))
-    return Done(run_id, True, f"{run_id} will be retried by the next worker that looks")
+        return Done(t.run_id, False, str(e))
+    return Done(t.run_id, True, f"{t.run_id} will be retried by the next worker that looks")
+
+
+def replan(store: Store, action: Action, targets: list[Target], query: Query) -> list[Target]:
+    """The same runs planned again from a fresh listing (after a human took time to say yes):
+    a run that no longer matches the query is refused, saying so; the others are planned as
+    they are now."""
+    fresh = {s.run_id: s for s in select_runs(store, query)}
+    planned = {t.run_id: t for t in plan_action(action, fresh.values(), query)}
+    return [
+        planned.get(t.run_id)
+        or Target(t.run_id, t.status, note=f"run {t.run_id} no longer matches {query.text!r}")
+        for t in targets
+    ]
 
 
 __all__ = [
@@ -190,5 +201,6 @@ __all__ = [
     "apply_action",
     "lease_owners",
     "plan_action",
+    "replan",
     "select_runs",
 ]

@@ -14,7 +14,16 @@ import sys
 from collections.abc import Callable
 from typing import TextIO
 
-from ..bulk import ACTIONS, Action, Done, Target, apply_action, plan_action, select_runs
+from ..bulk import (
+    ACTIONS,
+    Action,
+    Done,
+    Target,
+    apply_action,
+    plan_action,
+    replan,
+    select_runs,
+)
 from ..query import Query, QueryError, parse_query
 from .common import Refused, Usage, clean, describe, store_of
 
@@ -112,6 +121,9 @@ def run_bulk(
         return 0
     if not args.yes:
         ask(f"{action.verb} {len(targets)} run(s)? [y/N] ", stdin, out)
+        # The human took a while: the runs as they are now (a retry's status, which calls
+        # are pending), each one of those shown; a run that no longer matches is refused.
+        targets = replan(store, action, targets, query)
 
     def each(d: Done) -> None:
         word = "applied" if d.applied else "refused"
