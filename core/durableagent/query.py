@@ -121,6 +121,12 @@ class Query:
         return [s for s in summaries if all(t.matches(s, at, owners) for t in terms)]
 
 
+def is_term(word: str) -> bool:
+    """Whether ``word`` is written as a term (FIELD, an operator, a value; a leading - may
+    negate), known field or not: the TUI's filter takes other words as plain text."""
+    return _TERM.fullmatch(word) is not None
+
+
 def parse_query(text: str) -> Query:
     """Parse ``text`` (terms separated by spaces); QueryError when a term does not parse."""
     terms = []
@@ -195,4 +201,12 @@ def tools_of(s: Summary) -> set[str]:
     return tools
 
 
-__all__ = ["FIELDS", "Query", "QueryError", "RunStatus", "parse_query", "tools_of"]
+__all__ = [
+    "FIELDS",
+    "Query",
+    "QueryError",
+    "RunStatus",
+    "is_term",
+    "parse_query",
+    "tools_of",
+]

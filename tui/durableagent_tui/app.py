@@ -22,13 +22,14 @@ from textual.widgets import DataTable, Footer, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from durableagent import NEEDS_HUMAN, RunStatus, RunView, StoreUnavailableError, Summary
+from durableagent.query import QueryError
 from durableagent.stores import Store
 
-from .acting import DialogActions
 from .detail import RecordDetail
 from .dialogs import HelpScreen
 from .focus import focus_now
 from .header import StoreHeader
+from .marked import MarkedActions
 from .runs_model import RunRows
 from .runs_table import RunsTable
 from .timeline import Timeline
@@ -65,7 +66,7 @@ def store_label(store: Store) -> str:
     return str(getattr(store, "description", store))
 
 
-class SupervisorApp(DialogActions):
+class SupervisorApp(MarkedActions):
     """``agentrun tui``: watch a store's runs and unblock the ones that need a human."""
 
     CSS_PATH = "app.tcss"
@@ -84,6 +85,7 @@ class SupervisorApp(DialogActions):
         Binding("r", "unavailable('reconcile')", show=False, id="reconcile.unavailable"),
         Binding("R", "retry", "Retry", id="retry"),
         Binding("R", "unavailable('retry')", show=False, id="retry.unavailable"),
+        Binding("d", "deny_marked", "Deny marked", show=False, id="deny_marked"),
         Binding("p", "plan", "Plan", id="plan"),
         Binding("f", "fork", "Fork", id="fork"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
@@ -120,7 +122,7 @@ class SupervisorApp(DialogActions):
         self.label = label if label is not None else str(where)
         self.hints: Mapping[str, str] = dict(hints or {})
         self.tracker = StoreTracker(store)
-        self.rows = RunRows()  # every run's summary, sorted; the table draws from it
+        self.rows = RunRows(clock)  # every run's summary, sorted; the table draws from it
         self.followed: Followed | None = None  # the selected run, whole
         self._following: str | None = None  # the run whose records are being read
         self.filter_text = ""
@@ -135,7 +137,12 @@ class SupervisorApp(DialogActions):
     def compose(self) -> ComposeResult:
         yield StoreHeader(self.label, id="header")
         with Vertical(id="runs-pane"):
-            yield Input(placeholder="filter by run id or status · esc clears", id="filter")
+            yield Input(
+                placeholder="filter: words of a run id or status, or status:failed age>1h … "
+                "· esc clears",
+                id="filter",
+            )
+            yield Static(id="filter-error")
             yield RunsTable(self.rows, self.clock, id="runs")
             yield Static(id="empty")
         with Horizontal(id="lower"):
@@ -149,6 +156,7 @@ class SupervisorApp(DialogActions):
         self.query_one("#detail").border_title = "record"
         self.query_one("#filter", Input).cursor_blink = self.cursor_blink
         self.query_one("#filter").display = False
+        self.query_one("#filter-error").display = False
         focus_now(self.query_one("#runs", RunsTable))
         self._update_empty()
         self._ticking = self.set_interval(1.0, self.header.tick)  # the loading seconds
@@ -486,7 +494,7 @@ class SupervisorApp(DialogActions):
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
-        if not box.display and box.value.strip().lower() != self.filter_text:
+        if not box.display and box.value.strip() != self.filter_text:
             box.value = self.filter_text  # keys that reached it while hidden are dropped
         box.display = True
         focus_now(box)
@@ -503,10 +511,20 @@ class SupervisorApp(DialogActions):
         focus_now(self.table)
 
     def set_filter(self, text: str) -> None:
-        """Show only runs whose id or status contains ``text`` (case-insensitive): the model
-        narrows its matches as the text grows, and the table draws only what is on screen."""
-        self.filter_text = text.strip().lower()
-        self.rows.set_filter(self.filter_text)
+        """Show only the runs the filter selects: query terms as ``agentrun ls --where`` takes
+        them (status:failed age>1h -tool:send_email) and bare words a run's id or status
+        contains (case-insensitive). A term that does not parse is said under the box, and the
+        last good filter stays. The model narrows its matches while the filter only adds to
+        them, and the table draws only what is on screen."""
+        error = self.query_one("#filter-error", Static)
+        try:
+            self.rows.set_filter(text)
+        except QueryError as e:
+            error.update(Text(str(e), style="bold red"))
+            error.display = True
+            return
+        error.display = False
+        self.filter_text = self.rows.filter
         with self.batch_update():
             # The selected run stays selected if it matches; else the first match is.
             self.table.rows_changed(top_if_gone=True)
@@ -519,6 +537,7 @@ class SupervisorApp(DialogActions):
             box.value = ""
             box.display = False
             self.set_filter("")
+            self.query_one("#filter-error").display = False
             focus_now(self.table)
 
     # -- actions -----------------------------------------------------------------------------
@@ -539,10 +558,14 @@ class SupervisorApp(DialogActions):
         if action in _WANTS:
             if self.read_only:
                 return False
+            if self.rows.marked and action in ("approve", "retry"):
+                return True  # on the marked runs
             view = self.selected
             if view is None:
                 return None
             return True if view.status == _WANTS[action] else None
+        if action == "deny_marked":
+            return not self.read_only
         if action == "unavailable":
             return not self.read_only
         if action == "next_human":
@@ -628,6 +651,7 @@ _MAIN_ACTIONS = frozenset(
         "approve",
         "reconcile",
         "retry",
+        "deny_marked",
         "plan",
         "fork",
         "unavailable",

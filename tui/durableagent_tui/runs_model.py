@@ -3,21 +3,25 @@ diff. No Textual here, and no I/O: 100,000 runs are a dict and two sorted lists 
 
 A change moves one id: bisect out at its old sort key, bisect in at its new one (a memmove,
 not a sort). Only a batch larger than ``RESORT_SHARE`` of the store (a rescan after a burst)
-sorts once instead. The filter narrows the previous matches while the text grows, so each
-keystroke scans at most the runs still shown.
+sorts once instead. The filter (run_filter.py: the query language, and bare words) narrows the
+previous matches while it only adds to them, so each keystroke scans at most the runs still
+shown. ``marked`` holds the runs marked (space) for an action on all of them at once.
 """
 
 from __future__ import annotations
 
 import bisect
+import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from durableagent import NEEDS_HUMAN, RunStatus, Summary
 
+from .run_filter import RunFilter, parse_filter
 from .styles import LOOKS, RANK
 
 SortKey = tuple[int, float, str]
+_NO_OWNERS: dict[str, str] = {}  # the TUI knows no lease holder: an owner: term matches none
 RESORT_SHARE = 0.02  # a batch changing more than this share of the runs sorts them once
 
 
@@ -35,12 +39,15 @@ class RunRows:
     """Every run's summary, ``order`` (all runs, attention first) and ``shown`` (the ones the
     filter matches, in the same order; the same list as ``order`` when there is no filter)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock  # "now" for a filter's age terms
         self.summaries: dict[str, Summary] = {}
         self.order: list[str] = []
         self.shown: list[str] = self.order
         self.counts: Counter[RunStatus] = Counter()
         self.filter = ""
+        self.marked: set[str] = set()  # runs marked for an action on all of them
+        self._filter = RunFilter("")
         # The widest id and counts seen: a column never narrows under the eye.
         self.id_width = 0
         self.steps_width = 1
@@ -76,6 +83,7 @@ class RunRows:
         summaries, keys, hay = self.summaries, self._keys, self._hay
         for rid in gone:
             del summaries[rid], keys[rid], hay[rid]
+            self.marked.discard(rid)
         summaries.update({s.run_id: s for s in fresh})
         keys.update({s.run_id: sort_key(s) for s in fresh})
         hay.update({s.run_id: haystack(s) for s in fresh})
@@ -87,7 +95,7 @@ class RunRows:
         )
         self.sorts += 1
         self.order = sorted(keys, key=keys.__getitem__)
-        self.shown = self.order if not self.filter else self._matching(self.order, self.filter)
+        self.shown = self.order if not self.filter else self._matching(self.order, self._filter)
         return {s.run_id for s in fresh} | set(gone)
 
     def _note(self, s: Summary) -> None:
@@ -111,6 +119,7 @@ class RunRows:
         if not self.counts[old.status]:
             del self.counts[old.status]
         del self._keys[rid], self._hay[rid]
+        self.marked.discard(rid)
 
     def _take_out(self, rid: str) -> None:
         """Remove ``rid`` from the sorted lists, found at its current key."""
@@ -123,7 +132,7 @@ class RunRows:
         key = self._keys[rid]
         get = self._keys.__getitem__
         self.order.insert(bisect.bisect_left(self.order, key, key=get), rid)
-        if self.shown is not self.order and self.filter in self._hay[rid]:
+        if self.shown is not self.order and self._matches(rid):
             self.shown.insert(bisect.bisect_left(self.shown, key, key=get), rid)
 
     def _lists(self) -> list[list[str]]:
@@ -155,18 +164,56 @@ class RunRows:
     # -- the filter --------------------------------------------------------------------------
 
     def set_filter(self, text: str) -> None:
-        """Show only runs whose id or status contains ``text`` (case-insensitive)."""
-        text = text.strip().lower()
-        if text == self.filter:
+        """Show only the runs the filter ``text`` selects (see run_filter.py: query terms and
+        bare words, all ANDed). QueryError, and the filter as it was, when a term does not
+        parse."""
+        new = parse_filter(text)
+        if new.text == self._filter.text:
             return
-        if not text:
+        if new.empty:
             self.shown = self.order
-        elif self.filter and self.filter in text:
-            self.shown = self._matching(self.shown, text)  # narrowing: look at matches only
+        elif not self._filter.empty and new.narrows(self._filter):
+            self.shown = self._matching(self.shown, new)  # narrowing: look at matches only
         else:
-            self.shown = self._matching(self.order, text)
-        self.filter = text
+            self.shown = self._matching(self.order, new)
+        self._filter = new
+        self.filter = new.text
 
-    def _matching(self, rows: list[str], text: str) -> list[str]:
-        hay = self._hay
-        return [rid for rid in rows if text in hay[rid]]
+    def _matches(self, rid: str) -> bool:
+        return self._filter.matches(self.summaries[rid], self._hay[rid], self.clock(), {})
+
+    def _matching(self, rows: list[str], f: RunFilter) -> list[str]:
+        hay, summaries = self._hay, self.summaries
+        words = f.words
+        if not f.query.terms:  # bare words only: the old filter, one test per run
+            if len(words) == 1:
+                (word,) = words
+                return [rid for rid in rows if word in hay[rid]]
+            return [rid for rid in rows if all(w in hay[rid] for w in words)]
+        now = self.clock()
+        if words:
+            rows = [rid for rid in rows if all(w in hay[rid] for w in words)]
+        terms = f.query.terms
+        if len(terms) == 1:  # the usual keystroke: one term, its test called directly
+            test, negated, owners = terms[0].test, terms[0].negated, _NO_OWNERS
+            return [rid for rid in rows if test(summaries[rid], now, owners) != negated]
+        query = f.query
+        return [rid for rid in rows if query.matches(summaries[rid], now)]
+
+    # -- marks -------------------------------------------------------------------------------
+
+    def toggle_mark(self, rid: str) -> bool:
+        """Mark ``rid`` or take its mark off; True when it is marked now."""
+        if rid in self.marked:
+            self.marked.discard(rid)
+            return False
+        if rid in self.summaries:
+            self.marked.add(rid)
+            return True
+        return False
+
+    def marked_runs(self) -> list[Summary]:
+        """The marked runs' summaries, in table order (all of them, shown by the filter or
+        not)."""
+        marked = self.marked
+        return [self.summaries[rid] for rid in self.order if rid in marked]
