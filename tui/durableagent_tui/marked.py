@@ -39,7 +39,8 @@ class MarkedActions(DialogActions):
 
         def answered(reason: str | None) -> None:
             if reason is not None:
-                self._apply_marked(action, runs, reason or None)
+                # Once the question is off the screen: the toast is the main screen's.
+                self.call_after_refresh(self._apply_marked, action, runs, reason or None)
 
         self.push_screen(BulkDialog(action, runs), answered)
         return True

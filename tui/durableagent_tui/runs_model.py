@@ -48,6 +48,8 @@ class RunRows:
         self.filter = ""
         self.marked: set[str] = set()  # runs marked for an action on all of them
         self._filter = RunFilter("")
+        # A term's matches among every run (see _matching), until the runs change.
+        self._term_cache: dict[str, tuple[list[str], frozenset[str]]] = {}
         # The widest id and counts seen: a column never narrows under the eye.
         self.id_width = 0
         self.steps_width = 1
@@ -67,6 +69,7 @@ class RunRows:
         gone = [rid for rid in removed if rid in self.summaries]
         if not fresh and not gone:
             return set()
+        self._term_cache.clear()
         if len(fresh) + len(gone) > max(64, RESORT_SHARE * len(self.summaries)):
             return self._bulk(fresh, gone)
         for rid in gone:
@@ -183,22 +186,29 @@ class RunRows:
         return self._filter.matches(self.summaries[rid], self._hay[rid], self.clock(), {})
 
     def _matching(self, rows: list[str], f: RunFilter) -> list[str]:
-        hay, summaries = self._hay, self.summaries
-        words = f.words
-        if not f.query.terms:  # bare words only: the old filter, one test per run
-            if len(words) == 1:
-                (word,) = words
-                return [rid for rid in rows if word in hay[rid]]
-            return [rid for rid in rows if all(w in hay[rid] for w in words)]
-        now = self.clock()
-        if words:
-            rows = [rid for rid in rows if all(w in hay[rid] for w in words)]
+        """The ``rows`` that ``f`` selects, in their order. Term by term, each on what the
+        ones before left: first the terms whose matches among every run are known from an
+        earlier keystroke (a set lookup each), then the bare words, then the new terms. A term
+        tested on every run is remembered until the runs change (not an age term: its
+        matches move with the clock)."""
+        hay, summaries, cache = self._hay, self.summaries, self._term_cache
         terms = f.query.terms
-        if len(terms) == 1:  # the usual keystroke: one term, its test called directly
-            test, negated, owners = terms[0].test, terms[0].negated, _NO_OWNERS
-            return [rid for rid in rows if test(summaries[rid], now, owners) != negated]
-        query = f.query
-        return [rid for rid in rows if query.matches(summaries[rid], now)]
+        known = [t for t in terms if t.text in cache]
+        for t in known:
+            ordered, members = cache[t.text]
+            rows = ordered if rows is self.order else [rid for rid in rows if rid in members]
+        for word in f.words:
+            rows = [rid for rid in rows if word in hay[rid]]
+        now = self.clock()
+        for t in terms:
+            if t.text in cache:
+                continue
+            test, negated, owners = t.test, t.negated, _NO_OWNERS
+            everyone = rows is self.order
+            rows = [rid for rid in rows if test(summaries[rid], now, owners) != negated]
+            if everyone and t.field != "age":
+                cache[t.text] = (rows, frozenset(rows))
+        return rows if rows is not self.order else list(rows)
 
     # -- marks -------------------------------------------------------------------------------
 
