@@ -42,7 +42,9 @@ FIELDS: dict[str, Field] = {
     f.name: f
     for f in (
         Field("status", (":",), "a status or its short word (status:awaiting, status:failed)"),
-        Field("needs", (":",), "needs:human (indeterminate, awaiting, failed, corrupt)"),
+        Field(
+            "needs", (":",), "needs:human (corrupt, indeterminate, over_budget, awaiting, failed)"
+        ),
         Field("tool", (":",), "a tool a run waits on: a pending call's or an open write's"),
         Field("run", (":",), "the run id, * and ? as wildcards (run:billing-*)"),
         Field("owner", (":",), "who holds a running run's lease (owner:host-a*, wildcards)"),
