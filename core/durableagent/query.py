@@ -54,7 +54,13 @@ FIELDS: dict[str, Field] = {
 
 
 def fields_text() -> str:
-    return "; ".join(f"{f.name}{'|'.join(f.operators)}: {f.help}" for f in FIELDS.values())
+    """Every field with its operators and what it takes, for an error message."""
+    return "; ".join(f"{_head(f)} {f.help}" for f in FIELDS.values())
+
+
+def _head(f: Field) -> str:
+    """``status:`` or ``age>|age<|age>=|age<=``."""
+    return "|".join(f"{f.name}{op}" for op in f.operators) + ("" if f.operators == (":",) else ":")
 
 
 # A term's test: (summary, now, owners) where owners maps a leased run to its lease holder's
