@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import pty
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -268,3 +272,28 @@ def test_the_library_reports_applied_and_refused_per_run(demo: Path) -> None:
     }
     (refused,) = [d for d in done if not d.applied]
     assert "completed" in refused.message
+
+
+def test_at_a_real_terminal_it_asks_once_and_y_goes_on(demo: Path) -> None:
+    """The question through a pseudo-terminal, as a human at a shell sees it."""
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "AGENTRUN_STORE"}
+    argv = ["cancel", "--where", "status:failed", "--reason", "stuck", "--store", str(demo)]
+    p = subprocess.Popen(
+        [sys.executable, "-m", "durableagent.cli", *argv],
+        stdin=slave,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    os.close(slave)
+    try:
+        os.write(master, b"y\n")
+        out, err = p.communicate(timeout=60)
+    finally:
+        os.close(master)
+    assert p.returncode == 0, (out, err)
+    assert "will cancel 1 run(s) matching 'status:failed':" in out
+    assert out.count("[y/N]") == 1 and "1 applied, 0 refused" in out
+    assert view_store(FileStore(demo), "vpn-access").status == RunStatus.CANCELLED
