@@ -11,12 +11,13 @@ import os
 import pty
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from durableagent import FileStore, RunStatus, view_store
-from durableagent.bulk import ACTIONS, apply_action, plan_action, select_runs
+from durableagent import FileStore, RunStatus, signal, view_store
+from durableagent.bulk import ACTIONS, apply_action, plan_action, replan, select_runs
 from durableagent.cli.bulk import ask
 from durableagent.cli.common import Refused
 from durableagent.cli.main import main
@@ -297,3 +298,20 @@ def test_at_a_real_terminal_it_asks_once_and_y_goes_on(demo: Path) -> None:
     assert "will cancel 1 run(s) matching 'status:failed':" in out
     assert out.count("[y/N]") == 1 and "1 applied, 0 refused" in out
     assert view_store(FileStore(demo), "vpn-access").status == RunStatus.CANCELLED
+
+
+def test_after_a_slow_yes_only_the_calls_shown_are_decided(demo: Path) -> None:
+    """The runs are planned again after the question: a run that no longer matches is
+    refused, and a call that became pending meanwhile is not approved unseen."""
+    store = FileStore(demo)
+    query = parse_query("status:awaiting")
+    action = ACTIONS["approve"]
+    shown = plan_action(action, select_runs(store, query), query)
+    (laptop,) = [t for t in shown if t.run_id == "laptop-broken"]
+    only_one = replace(laptop, signals=laptop.signals[:1], calls=laptop.calls[:1])
+    shown = [only_one if t is laptop else t for t in shown]
+    marker = view_store(store, "shared-drive").pending[0].marker
+    signal(store, "shared-drive", "deny", {"marker": marker}, by="bo")  # decided meanwhile
+    again = {t.run_id: t for t in replan(store, action, shown, query)}
+    assert again["laptop-broken"].calls == laptop.calls[:1]
+    assert "no longer matches" in again["shared-drive"].note

@@ -181,16 +181,31 @@ def _retry(store: Store, t: Target) -> Done:
 
 
 def replan(store: Store, action: Action, targets: list[Target], query: Query) -> list[Target]:
-    """The same runs planned again from a fresh listing (after a human took time to say yes):
-    a run that no longer matches the query is refused, saying so; the others are planned as
-    they are now."""
+    """The same runs planned again from a fresh listing (a human took a while to say yes):
+    a run that no longer matches the query is refused, saying so, and an approve or deny
+    decides only calls that were shown and are still pending (never one that came since)."""
     fresh = {s.run_id: s for s in select_runs(store, query)}
     planned = {t.run_id: t for t in plan_action(action, fresh.values(), query)}
-    return [
-        planned.get(t.run_id)
-        or Target(t.run_id, t.status, note=f"run {t.run_id} no longer matches {query.text!r}")
-        for t in targets
-    ]
+    out = []
+    for old in targets:
+        new = planned.get(old.run_id)
+        if new is None:
+            why = f"run {old.run_id} no longer matches {query.text!r}"
+            out.append(Target(old.run_id, old.status, note=why))
+            continue
+        if action.per_call and not new.note:
+            shown = {payload["marker"] for _, payload in old.signals}
+            pairs = zip(new.signals, new.calls, strict=True)
+            kept = [(sig, tool) for sig, tool in pairs if sig[1]["marker"] in shown]
+            if not kept:
+                why = f"run {old.run_id}'s calls shown were decided meanwhile"
+                out.append(Target(old.run_id, new.status, note=why))
+                continue
+            new = Target(
+                new.run_id, new.status, tuple(s for s, _ in kept), tuple(t for _, t in kept)
+            )
+        out.append(new)
+    return out
 
 
 __all__ = [
