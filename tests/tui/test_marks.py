@@ -11,7 +11,7 @@ from test_flows import SIZE, awaiting_store, signals
 from textual.widgets import Input
 from tuihelpers import loaded, make_app, screen_text, select, toast_text, until
 
-from durableagent import FileStore, RunStatus, Status, Summary, ToolCall, view_store
+from durableagent import FileStore, Pending, RunStatus, Status, Summary, ToolCall, view_store
 from durableagent.testing import JournalWriter
 from durableagent_tui.dialogs.bulk import BulkDialog
 from durableagent_tui.runs_model import RunRows
@@ -132,3 +132,19 @@ async def test_a_refused_run_among_the_marked_is_counted_in_the_toast(tmp_path: 
         assert "done-9 has no pending call to deny" in toast_text(app)
         assert journals(root)["done-9.jsonl"] == before["done-9.jsonl"]
         assert app.rows.marked == {"done-9"}  # the refused one stays marked
+
+
+def test_a_query_filter_follows_live_changes() -> None:
+    rows = RunRows(lambda: T0)
+    rows.update([Summary(f"r-{i}", RunStatus.READY, last_activity=T0 - i) for i in range(5)])
+    rows.set_filter("tool:create_ticket")
+    assert rows.shown == []
+    pending = (Pending("tool/1/0/create_ticket#ab", "tool/1/0/create_ticket", "create_ticket", {}),)
+    rows.update([Summary("r-3", RunStatus.AWAITING_APPROVAL, last_activity=T0, pending=pending)])
+    assert rows.shown == ["r-3"]
+    rows.set_filter("tool:create_ticket status:awaiting")  # the first term's matches remembered
+    assert rows.shown == ["r-3"]
+    rows.set_filter("-tool:create_ticket")
+    assert "r-3" not in rows.shown and len(rows.shown) == 4
+    rows.update([Summary("r-3", RunStatus.READY, last_activity=T0)])
+    assert len(rows.shown) == 5

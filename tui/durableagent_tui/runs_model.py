@@ -50,6 +50,9 @@ class RunRows:
         self._filter = RunFilter("")
         # A term's matches among every run (see _matching), until the runs change.
         self._term_cache: dict[str, tuple[list[str], frozenset[str]]] = {}
+        # The runs waiting on a tool (a pending call, an open write): the only ones a tool:
+        # term can select, a few in a hundred.
+        self._waiting: set[str] = set()
         # The widest id and counts seen: a column never narrows under the eye.
         self.id_width = 0
         self.steps_width = 1
@@ -86,10 +89,13 @@ class RunRows:
         summaries, keys, hay = self.summaries, self._keys, self._hay
         for rid in gone:
             del summaries[rid], keys[rid], hay[rid]
+            self._waiting.discard(rid)
             self.marked.discard(rid)
         summaries.update({s.run_id: s for s in fresh})
         keys.update({s.run_id: sort_key(s) for s in fresh})
         hay.update({s.run_id: haystack(s) for s in fresh})
+        for s in fresh:
+            self._note_waiting(s)
         self.counts = Counter(s.status for s in summaries.values())
         self.id_width = max(self.id_width, max((len(s.run_id) for s in fresh), default=0))
         self.steps_width = max(self.steps_width, len(str(max((s.steps for s in fresh), default=0))))
@@ -112,9 +118,16 @@ class RunRows:
         self.counts[s.status] += 1
         self._keys[rid] = sort_key(s)
         self._hay[rid] = haystack(s)
+        self._note_waiting(s)
         self.id_width = max(self.id_width, len(rid))
         self.steps_width = max(self.steps_width, len(str(s.steps)))
         self.llm_width = max(self.llm_width, len(str(s.model_calls)))
+
+    def _note_waiting(self, s: Summary) -> None:
+        if s.pending or s.indeterminate:
+            self._waiting.add(s.run_id)
+        else:
+            self._waiting.discard(s.run_id)
 
     def _forget(self, rid: str) -> None:
         old = self.summaries.pop(rid)
@@ -122,6 +135,7 @@ class RunRows:
         if not self.counts[old.status]:
             del self.counts[old.status]
         del self._keys[rid], self._hay[rid]
+        self._waiting.discard(rid)
         self.marked.discard(rid)
 
     def _take_out(self, rid: str) -> None:
@@ -205,7 +219,11 @@ class RunRows:
                 continue
             test, negated, owners = t.test, t.negated, _NO_OWNERS
             everyone = rows is self.order
-            rows = [rid for rid in rows if test(summaries[rid], now, owners) != negated]
+            if t.field == "tool":  # tested on the runs waiting on a tool only
+                hits = {rid for rid in self._waiting if test(summaries[rid], now, owners)}
+                rows = [rid for rid in rows if (rid in hits) != negated]
+            else:
+                rows = [rid for rid in rows if test(summaries[rid], now, owners) != negated]
             if everyone and t.field != "age":
                 cache[t.text] = (rows, frozenset(rows))
         return rows if rows is not self.order else list(rows)
