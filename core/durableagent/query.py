@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from .durations import HOW, parse_duration
@@ -42,32 +42,45 @@ FIELDS: dict[str, Field] = {
     f.name: f
     for f in (
         Field("status", (":",), "a status or its short word (status:awaiting, status:failed)"),
-        Field("needs", (":",), "needs:human (indeterminate, awaiting, failed, corrupt)"),
+        Field(
+            "needs", (":",), "needs:human (corrupt, indeterminate, over_budget, awaiting, failed)"
+        ),
         Field("tool", (":",), "a tool a run waits on: a pending call's or an open write's"),
         Field("run", (":",), "the run id, * and ? as wildcards (run:billing-*)"),
-        Field("owner", (":",), "who holds a running run's lease (owner:host-a, wildcards)"),
+        Field("owner", (":",), "who holds a running run's lease (owner:host-a*, wildcards)"),
         Field("age", (">", "<", ">=", "<="), f"time since its last record ({HOW})"),
     )
 }
 
 
 def fields_text() -> str:
-    return "; ".join(f"{f.name}{'|'.join(f.operators)}: {f.help}" for f in FIELDS.values())
+    """Every field with its operators and what it takes, for an error message."""
+    return "; ".join(f"{_head(f)} {f.help}" for f in FIELDS.values())
 
 
-Test = Callable[[Summary, float], bool]
+def _head(f: Field) -> str:
+    """``status:`` or ``age>|age<|age>=|age<=``."""
+    return "|".join(f"{f.name}{op}" for op in f.operators) + ("" if f.operators == (":",) else ":")
+
+
+# A term's test: (summary, now, owners) where owners maps a leased run to its lease holder's
+# owner name (a summary does not carry it: see Query.uses_owner).
+Test = Callable[[Summary, float, Mapping[str, str]], bool]
+_NO_OWNERS: Mapping[str, str] = {}
 
 
 @dataclass(frozen=True)
 class Term:
-    """One term of a query, as written, and its test."""
+    """One term of a query, as written (``field`` and ``value`` as parsed), and its test."""
 
     text: str
     negated: bool
     test: Test
+    field: str = ""
+    value: str = ""
 
-    def matches(self, summary: Summary, now: float) -> bool:
-        return self.test(summary, now) != self.negated
+    def matches(self, summary: Summary, now: float, owners: Mapping[str, str] = _NO_OWNERS) -> bool:
+        return self.test(summary, now, owners) != self.negated
 
 
 @dataclass(frozen=True)
@@ -77,14 +90,49 @@ class Query:
     text: str
     terms: tuple[Term, ...] = ()
 
-    def matches(self, summary: Summary, now: float | None = None) -> bool:
-        at = time.time() if now is None else now
-        return all(t.matches(summary, at) for t in self.terms)
+    @property
+    def uses_owner(self) -> bool:
+        """Whether an ``owner:`` term needs the lease holders (``owners`` of select): a
+        summary says a run is leased, not by whom."""
+        return any(t.field == "owner" for t in self.terms)
 
-    def select(self, summaries: Iterable[Summary], now: float | None = None) -> list[Summary]:
-        """The summaries the query selects, in their order."""
+    def wants_tool(self, tool: str) -> bool:
+        """Whether a call of ``tool`` passes every ``tool:`` term (the bulk approve and deny
+        decide the matching runs' pending calls of those tools only)."""
+        return all((t.value == tool) != t.negated for t in self.terms if t.field == "tool")
+
+    def matches(
+        self,
+        summary: Summary,
+        now: float | None = None,
+        owners: Mapping[str, str] = _NO_OWNERS,
+    ) -> bool:
         at = time.time() if now is None else now
-        return [s for s in summaries if self.matches(s, at)]
+        return all(t.matches(summary, at, owners) for t in self.terms)
+
+    def select(
+        self,
+        summaries: Iterable[Summary],
+        now: float | None = None,
+        owners: Mapping[str, str] = _NO_OWNERS,
+    ) -> list[Summary]:
+        """The summaries the query selects, in their order (``owners``: run id → lease
+        holder's owner, for ``owner:`` terms; a run not in it has none)."""
+        at = time.time() if now is None else now
+        terms = self.terms
+        if not terms:
+            return list(summaries)
+        if len(terms) == 1:  # the TUI's usual keystroke: one term, no generator per run
+            t = terms[0]
+            test, neg = t.test, t.negated
+            return [s for s in summaries if test(s, at, owners) != neg]
+        return [s for s in summaries if all(t.matches(s, at, owners) for t in terms)]
+
+
+def is_term(word: str) -> bool:
+    """Whether ``word`` is written as a term (FIELD, an operator, a value; a leading - may
+    negate), known field or not: the TUI's filter takes other words as plain text."""
+    return _TERM.fullmatch(word) is not None
 
 
 def parse_query(text: str) -> Query:
@@ -106,7 +154,7 @@ def parse_query(text: str) -> Query:
             raise QueryError(f"{name} takes {ops}, not {op!r} (in {word!r})")
         if not value:
             raise QueryError(f"{word!r} has no value: {field.help}")
-        terms.append(Term(word, neg == "-", _test(name, op, value, word)))
+        terms.append(Term(word, neg == "-", _test(name, op, value, word), name, value))
     return Query(text.strip(), tuple(terms))
 
 
@@ -116,17 +164,23 @@ def _test(name: str, op: str, value: str, word: str) -> Test:
         if status is None:
             known = ", ".join(sorted(STATUS_BY_WORD))
             raise QueryError(f"unknown status {value!r} in {word!r}; use one of {known}")
-        return lambda s, now: s.status == status
+        return lambda s, now, owners: s.status == status
     if name == "needs":
         if value.lower() != "human":
             raise QueryError(f"needs takes human, not {value!r} (in {word!r})")
-        return lambda s, now: s.status in NEEDS_HUMAN
+        return lambda s, now, owners: s.status in NEEDS_HUMAN
     if name == "tool":
-        return lambda s, now: value in tools_of(s)
+        # Most runs wait on no tool: no set made for them (a keystroke tests 100,000 runs).
+        return lambda s, now, owners: bool(s.pending or s.indeterminate) and value in tools_of(s)
     if name == "run":
-        return lambda s, now: fnmatch.fnmatchcase(s.run_id, value)
+        if not any(c in value for c in "*?["):
+            return lambda s, now, owners: s.run_id == value
+        pattern = re.compile(fnmatch.translate(value))
+        return lambda s, now, owners: pattern.match(s.run_id) is not None
     if name == "owner":
-        return lambda s, now: fnmatch.fnmatchcase(getattr(s, "owner", "") or "", value)
+        owner = re.compile(fnmatch.translate(value))
+        # Only a leased run has an owner; the lease holders come from the store (owners).
+        return lambda s, now, owners: s.leased and owner.match(owners.get(s.run_id, "")) is not None
     assert name == "age"
     try:
         seconds = parse_duration(value)
@@ -140,7 +194,7 @@ def _test(name: str, op: str, value: str, word: str) -> Test:
     }
     cmp = compare[op]
 
-    def age(s: Summary, now: float) -> bool:
+    def age(s: Summary, now: float, owners: Mapping[str, str]) -> bool:
         last = s.last_activity if s.last_activity is not None else s.started_at
         return last is not None and cmp(float(now - last), seconds)
 
@@ -156,4 +210,12 @@ def tools_of(s: Summary) -> set[str]:
     return tools
 
 
-__all__ = ["FIELDS", "Query", "QueryError", "RunStatus", "parse_query", "tools_of"]
+__all__ = [
+    "FIELDS",
+    "Query",
+    "QueryError",
+    "RunStatus",
+    "is_term",
+    "parse_query",
+    "tools_of",
+]

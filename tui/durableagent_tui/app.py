@@ -23,13 +23,15 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from durableagent import NEEDS_HUMAN, RunStatus, RunView, StoreUnavailableError, Summary
 from durableagent.control import budget_text
+from durableagent.query import QueryError
 from durableagent.stores import Store
 
-from .acting import DialogActions, control_offered
+from .acting import control_offered
 from .detail import RecordDetail
 from .dialogs import HelpScreen
 from .focus import focus_now
 from .header import StoreHeader
+from .marked import MarkedActions
 from .runs_model import RunRows
 from .runs_table import RunsTable
 from .timeline import Timeline
@@ -69,7 +71,7 @@ def store_label(store: Store) -> str:
     return str(getattr(store, "description", store))
 
 
-class SupervisorApp(DialogActions):
+class SupervisorApp(MarkedActions):
     """``agentrun tui``: watch a store's runs and unblock the ones that need a human."""
 
     CSS_PATH = "app.tcss"
@@ -95,6 +97,7 @@ class SupervisorApp(DialogActions):
         Binding("P", "unavailable('pause or resume')", show=False, id="pause.unavailable"),
         Binding("B", "budget", "Budget", id="budget"),
         Binding("B", "unavailable('budget')", show=False, id="budget.unavailable"),
+        Binding("d", "deny_marked", "Deny marked", show=False, id="deny_marked"),
         Binding("p", "plan", "Plan", id="plan"),
         Binding("f", "fork", "Fork", id="fork"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
@@ -131,7 +134,7 @@ class SupervisorApp(DialogActions):
         self.label = label if label is not None else str(where)
         self.hints: Mapping[str, str] = dict(hints or {})
         self.tracker = StoreTracker(store)
-        self.rows = RunRows()  # every run's summary, sorted; the table draws from it
+        self.rows = RunRows(clock)  # every run's summary, sorted; the table draws from it
         self.followed: Followed | None = None  # the selected run, whole
         self._following: str | None = None  # the run whose records are being read
         self.filter_text = ""
@@ -146,7 +149,12 @@ class SupervisorApp(DialogActions):
     def compose(self) -> ComposeResult:
         yield StoreHeader(self.label, id="header")
         with Vertical(id="runs-pane"):
-            yield Input(placeholder="filter by run id or status · esc clears", id="filter")
+            yield Input(
+                placeholder="filter: words of a run id or status, or status:failed age>1h … "
+                "· esc clears",
+                id="filter",
+            )
+            yield Static(id="filter-error")
             yield RunsTable(self.rows, self.clock, id="runs")
             yield Static(id="empty")
         with Horizontal(id="lower"):
@@ -160,6 +168,7 @@ class SupervisorApp(DialogActions):
         self.query_one("#detail").border_title = "record"
         self.query_one("#filter", Input).cursor_blink = self.cursor_blink
         self.query_one("#filter").display = False
+        self.query_one("#filter-error").display = False
         focus_now(self.query_one("#runs", RunsTable))
         self._update_empty()
         self._ticking = self.set_interval(1.0, self.header.tick)  # the loading seconds
@@ -497,7 +506,7 @@ class SupervisorApp(DialogActions):
 
     def action_filter(self) -> None:
         box = self.query_one("#filter", Input)
-        if not box.display and box.value.strip().lower() != self.filter_text:
+        if not box.display and box.value.strip() != self.filter_text:
             box.value = self.filter_text  # keys that reached it while hidden are dropped
         box.display = True
         focus_now(box)
@@ -514,10 +523,20 @@ class SupervisorApp(DialogActions):
         focus_now(self.table)
 
     def set_filter(self, text: str) -> None:
-        """Show only runs whose id or status contains ``text`` (case-insensitive): the model
-        narrows its matches as the text grows, and the table draws only what is on screen."""
-        self.filter_text = text.strip().lower()
-        self.rows.set_filter(self.filter_text)
+        """Show only the runs the filter selects: query terms as ``agentrun ls --where`` takes
+        them (status:failed age>1h -tool:send_email) and bare words a run's id or status
+        contains (case-insensitive). A term that does not parse is said under the box, and the
+        last good filter stays. The model narrows its matches while the filter only adds to
+        them, and the table draws only what is on screen."""
+        error = self.query_one("#filter-error", Static)
+        try:
+            self.rows.set_filter(text)
+        except QueryError as e:
+            error.update(Text(str(e), style="bold red"))
+            error.display = True
+            return
+        error.display = False
+        self.filter_text = self.rows.filter
         with self.batch_update():
             # The selected run stays selected if it matches; else the first match is.
             self.table.rows_changed(top_if_gone=True)
@@ -530,6 +549,7 @@ class SupervisorApp(DialogActions):
             box.value = ""
             box.display = False
             self.set_filter("")
+            self.query_one("#filter-error").display = False
             focus_now(self.table)
 
     # -- actions -----------------------------------------------------------------------------
@@ -550,12 +570,20 @@ class SupervisorApp(DialogActions):
         if action in _WANTS:
             if self.read_only:
                 return False
+            if self.rows.marked and action in ("approve", "retry"):
+                return True  # on the marked runs
             view = self.selected
             if view is None:
                 return None
             return True if view.status == _WANTS[action] else None
         if action in ("cancel", "pause", "resume", "budget"):
-            return False if self.read_only else control_offered(action, self.selected)
+            if self.read_only:
+                return False
+            if action != "budget" and self.rows.marked:
+                return True  # on the marked rows: each run is checked on its own
+            return control_offered(action, self.selected)
+        if action == "deny_marked":
+            return not self.read_only
         if action == "unavailable":
             return not self.read_only
         if action == "next_human":
@@ -645,6 +673,7 @@ _MAIN_ACTIONS = frozenset(
         "pause",
         "resume",
         "budget",
+        "deny_marked",
         "plan",
         "fork",
         "unavailable",

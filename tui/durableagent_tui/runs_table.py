@@ -46,6 +46,9 @@ PADDING = 1  # cells each side of a cell, as Textual's DataTable pads them
 STATUS_WIDTH = max(status_text(s).cell_len for s in LOOKS)
 LAST_WIDTH = len("59m ago")
 MIN_WAITING = 34  # "reconcile tool/2/0/create_ticket" whole, before steps and llm go
+# A marked run's row (space) shows this in the cell of padding before its status: a glyph,
+# never colour alone, and no column moves for it.
+MARK = "*"
 
 Row = tuple[Text, Text, Text, Text, Text, Text]
 _CORRUPT_AT = re.compile(r"is corrupt at (line \d+: .*?); the file was left")
@@ -83,6 +86,7 @@ class RunsTable(ScrollView, can_focus=True):
         Binding("pagedown", "page_down", "Page down", show=False, id="runs.page_down"),
         Binding("pageup", "page_up", "Page up", show=False, id="runs.page_up"),
         Binding("enter", "select", "Open", show=False, id="runs.open"),
+        Binding("space", "toggle_mark", "Mark", show=False, id="runs.mark"),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {"runs-table--header", "runs-table--cursor"}
     DEFAULT_CSS = """
@@ -127,6 +131,18 @@ class RunsTable(ScrollView, can_focus=True):
             super().__init__()
             self.table = table
             self.run_id = run_id
+
+        @property
+        def control(self) -> RunsTable:
+            return self.table
+
+    class Marked(Message):
+        """The marks changed; ``count`` runs are marked now."""
+
+        def __init__(self, table: RunsTable, count: int) -> None:
+            super().__init__()
+            self.table = table
+            self.count = count
 
         @property
         def control(self) -> RunsTable:
@@ -244,6 +260,15 @@ class RunsTable(ScrollView, can_focus=True):
         if self._selected is not None:
             self.post_message(self.Selected(self, self._selected))
 
+    def action_toggle_mark(self) -> None:
+        """Mark the run under the cursor for an action on every marked run, or unmark it;
+        the cursor goes on to the next row (space, space, space marks a run of rows)."""
+        if self._selected is None:
+            return
+        self.model.toggle_mark(self._selected)
+        self.post_message(self.Marked(self, len(self.model.marked)))
+        self.move_cursor(row=self.cursor_row + 1)
+
     def on_click(self, event: events.Click) -> None:
         row = event.y - 1 + int(self.scroll_y)
         if event.y < 1 or not 0 <= row < self.row_count:
@@ -308,18 +333,27 @@ class RunsTable(ScrollView, can_focus=True):
             style = base + self.get_component_rich_style("runs-table--cursor")
         row = row_for(summary, self._now)
         cells = {key: cell for (key, _), cell in zip(COLUMNS, row, strict=True)}
-        return self._strip(cells, widths, style, width)
+        marked = summary.run_id in self.model.marked
+        return self._strip(cells, widths, style, width, marked)
 
     def _strip(
-        self, cells: dict[str, Text], widths: dict[str, int], style: Style, width: int
+        self,
+        cells: dict[str, Text],
+        widths: dict[str, int],
+        style: Style,
+        width: int,
+        marked: bool = False,
     ) -> Strip:
         line = Text(no_wrap=True, end="")
         pad = " " * PADDING
-        for key, w in widths.items():
+        for i, (key, w) in enumerate(widths.items()):
             cell = cells[key].copy()
             cell.truncate(w, overflow="ellipsis")
             cell.align("right" if key in RIGHT else "left", w)
-            line.append(pad)
+            if i == 0 and marked:
+                line.append(MARK + pad[1:], style="bold")
+            else:
+                line.append(pad)
             line.append_text(cell)
             line.append(pad)
         line.stylize_before(style)

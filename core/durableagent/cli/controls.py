@@ -14,6 +14,7 @@ from ..fold import RunStatus
 from ..gate import Pending
 from ..signals import signal
 from ..view import RunView, view_store
+from .bulk import add_bulk, single_or_bulk
 from .common import Parents, Usage, clean, iso, require_run, store_of
 
 _NEEDS_REASON = ("cancel", "pause")
@@ -132,8 +133,9 @@ def register(sub: Any, parents: Parents) -> None:
             "Nothing resumes a cancelled run; only a write it left open may be reconciled."
         ),
     )
-    s.add_argument("run", metavar="RUN")
-    s.set_defaults(fn=cmd_cancel)
+    s.add_argument("run", metavar="RUN", nargs="?")
+    add_bulk(s, "cancel")
+    s.set_defaults(fn=single_or_bulk("cancel", cmd_cancel))
 
     s = sub.add_parser(
         "pause",
@@ -145,12 +147,14 @@ def register(sub: Any, parents: Parents) -> None:
             "until 'agentrun resume'."
         ),
     )
-    s.add_argument("run", metavar="RUN")
-    s.set_defaults(fn=cmd_pause)
+    s.add_argument("run", metavar="RUN", nargs="?")
+    add_bulk(s, "pause")
+    s.set_defaults(fn=single_or_bulk("pause", cmd_pause))
 
     s = sub.add_parser("resume", parents=[common, by], help="lift a run's pause")
-    s.add_argument("run", metavar="RUN")
-    s.set_defaults(fn=cmd_resume)
+    s.add_argument("run", metavar="RUN", nargs="?")
+    add_bulk(s, "resume")
+    s.set_defaults(fn=single_or_bulk("resume", cmd_resume))
 
     s = sub.add_parser(
         "budget",

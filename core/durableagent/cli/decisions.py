@@ -11,6 +11,7 @@ from ..journal import Reconcile
 from ..record import Record
 from ..signals import signal
 from ..view import view_store
+from .bulk import add_bulk, single_or_bulk
 from .common import Parents, Refused, Usage, clean, require_run, store_of
 
 
@@ -41,6 +42,8 @@ def cmd_approve(args: argparse.Namespace) -> int:
 
 def cmd_deny(args: argparse.Namespace) -> int:
     """Deny one pending call; the model reads the reason."""
+    if not args.marker:
+        raise Usage("deny needs a MARKER (see 'agentrun show RUN')")
     _signal(args, "deny", {"marker": args.marker})
     print(f"denied {args.marker}")
     return 0
@@ -94,15 +97,17 @@ def register(sub: Any, parents: Parents) -> None:
     """Add approve, deny, reconcile and retry to the subcommands."""
     common, by = parents.store, parents.by
     s = sub.add_parser("approve", parents=[common, by], help="approve a pending tool call")
-    s.add_argument("run", metavar="RUN")
+    s.add_argument("run", metavar="RUN", nargs="?")
     s.add_argument("marker", metavar="MARKER", nargs="?", help="as printed by 'agentrun show'")
     s.add_argument("--all", action="store_true", help="approve every pending call of the run")
-    s.set_defaults(fn=cmd_approve)
+    add_bulk(s, "approve")
+    s.set_defaults(fn=single_or_bulk("approve", cmd_approve))
 
     s = sub.add_parser("deny", parents=[common, by], help="deny a pending tool call")
-    s.add_argument("run", metavar="RUN")
-    s.add_argument("marker", metavar="MARKER")
-    s.set_defaults(fn=cmd_deny)
+    s.add_argument("run", metavar="RUN", nargs="?")
+    s.add_argument("marker", metavar="MARKER", nargs="?")
+    add_bulk(s, "deny")
+    s.set_defaults(fn=single_or_bulk("deny", cmd_deny))
 
     s = sub.add_parser("reconcile", parents=[common, by], help="settle an indeterminate write")
     s.add_argument("run", metavar="RUN")
@@ -128,5 +133,6 @@ def register(sub: Any, parents: Parents) -> None:
             "tries again within a second. Any new signal on the run clears it too."
         ),
     )
-    s.add_argument("run", metavar="RUN")
-    s.set_defaults(fn=cmd_retry)
+    s.add_argument("run", metavar="RUN", nargs="?")
+    add_bulk(s, "retry")
+    s.set_defaults(fn=single_or_bulk("retry", cmd_retry))

@@ -13,6 +13,7 @@ from operator import attrgetter
 from typing import Any
 
 from ..budget import Budget, BudgetError, parse_budget
+from ..bulk import lease_owners
 from ..control import budget_text
 from ..deadlines import lapse_text
 from ..describe import record_line
@@ -29,6 +30,7 @@ from ..steps import step_tool_name
 from ..stores import Store
 from ..view import RunView, view_store
 from . import follow
+from .bulk import BadQuery, query_of
 from .common import (
     Parents,
     Refused,
@@ -177,7 +179,15 @@ def attention_order(summaries: list[Summary]) -> list[Summary]:
 def cmd_ls(args: argparse.Namespace) -> int:
     """List runs, needs-attention first (from the store's summaries: no journal is read
     whole); ``--watch`` lists them again at each change."""
+    try:
+        args.query = query_of(args.where) if getattr(args, "where", None) is not None else None
+    except BadQuery as e:
+        print(f"agentrun ls: {e}", file=sys.stderr)
+        return 2
     store = store_of(args)
+    args.owners = {}
+    if args.query is not None and args.query.uses_owner:
+        args.owners = lease_owners(store, store.summaries())
     if getattr(args, "watch", False):  # (agentrun demo --no-tui lists through here too)
         return _watch(args, store)
     with _no_gc():
@@ -204,6 +214,9 @@ def _selected(args: argparse.Namespace, summaries: list[Summary]) -> list[Summar
     runs = attention_order(summaries)
     if args.status:
         runs = [s for s in runs if s.status in args.status]
+    query = getattr(args, "query", None)
+    if query is not None:
+        runs = query.select(runs, owners=getattr(args, "owners", {}))
     return runs
 
 
@@ -215,7 +228,10 @@ def _listing(args: argparse.Namespace, store: Store, summaries: list[Summary]) -
             yield "".join(dump(summary_dict(s)) + "\n" for s in runs[i : i + 1000])
         return
     if not runs:
-        yield f"no runs in {describe(store)}" + (" with that status" if args.status else "") + "\n"
+        which = " with that status" if args.status else ""
+        if getattr(args, "query", None) is not None:
+            which = f" matching {args.query.text!r}"
+        yield f"no runs in {describe(store)}{which}\n"
         return
     now = time.time()
     words = {status: status_word(status) for status in RunStatus}
@@ -518,6 +534,15 @@ def register(sub: Any, parents: Parents) -> None:
         "--watch",
         action="store_true",
         help="list again at each change until ctrl+c (a terminal is redrawn in place)",
+    )
+    s.add_argument(
+        "--where",
+        metavar="QUERY",
+        default=None,
+        help=(
+            "only runs this query selects, e.g. 'status:failed age>1h run:billing-*' (terms "
+            "ANDed, -term negates; fields: status, needs, tool, run, owner, age)"
+        ),
     )
     s.set_defaults(fn=cmd_ls)
 

@@ -31,7 +31,10 @@ newest activity first within a group.
   j k ↓ ↑    move in a table
   g G        first / last row (home / end too)
   tab        next pane: runs, timeline, record
-  /          filter by run id or status
+  /          filter: words of a run id or status, or terms
+             as ls --where takes them (status:failed age>1h)
+  space      mark a run; a, d (deny), R, c, P then act on every
+             marked run at once (asks once, naming how many)
   ctrl+p     command palette (the same actions)
   ?          this help
   q  ctrl+c  quit
