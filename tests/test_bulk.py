@@ -85,7 +85,7 @@ def test_ls_where_lists_only_what_the_query_selects(
     )
     assert code == 0
     listed = {json.loads(line)["run_id"] for line in out.splitlines()}
-    assert listed == {"crm-access", "shared-drive", "laptop-broken"}
+    assert listed == {"crm-access", "shared-drive", "laptop-broken", "printer-jam", "report-export"}
     code, out, _ = run(capsys, "ls", "--where", "run:nomatch-*", "--store", str(demo))
     assert code == 0 and "matching 'run:nomatch-*'" in out
 
@@ -151,7 +151,7 @@ def test_without_a_terminal_and_without_yes_it_refuses_and_writes_nothing(
     code, out, err = run(capsys, "resume", "--where", "run:*", "--store", str(demo))
     assert code == 1
     assert "--yes" in one_line(err) and "nothing was written" in err
-    assert "will resume 8 run(s)" in out  # it said what it would have done
+    assert "will resume 10 run(s)" in out  # it said what it would have done
     assert journals(demo) == before
 
 
@@ -258,7 +258,7 @@ def test_owner_selects_the_runs_whose_lease_that_worker_holds(demo: Path) -> Non
         held = [s.run_id for s in select_runs(store, parse_query("owner:host-a*"))]
         others = select_runs(store, parse_query("-owner:host-a*"))
     assert held == ["access-audit"]
-    assert "access-audit" not in {s.run_id for s in others} and len(others) == 7
+    assert "access-audit" not in {s.run_id for s in others} and len(others) == 9
 
 
 def test_the_library_reports_applied_and_refused_per_run(demo: Path) -> None:
