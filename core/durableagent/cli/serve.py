@@ -96,6 +96,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
             grace=args.grace,
             rescan=args.rescan,
             owner=args.owner,
+            heartbeat=args.heartbeat,
+            agent_name=args.agent,
         )
     except ValueError as e:
         raise Usage(str(e)) from None
@@ -251,6 +253,13 @@ def register(sub: Any, parents: Parents) -> None:
         metavar="SECONDS",
         help="how long this worker may go without renewing a run's lease before another "
         "worker may take the run over (default 30)",
+    )
+    s.add_argument(
+        "--heartbeat",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="register in the store every N seconds (default 5; see 'agentrun workers')",
     )
     s.add_argument("-v", "--verbose", action="store_true", help="log every decision")
     s.set_defaults(fn=cmd_worker)

@@ -33,9 +33,12 @@ from ..fold import RunStatus, Summary
 from ..gate import Pending, PolicyGate
 from ..journal import steps_still_running
 from ..loop import AgentConfig
+from ..roster import DEFAULT_HEARTBEAT
 from ..run import Config, run
 from ..signals import signal
 from ..stores import Store
+from ..stores.protocol import default_owner
+from .heartbeat import Heartbeat
 from .holder import Holder, Source, is_lost
 from .retry import (
     DEFAULT_BACKOFF,
@@ -104,6 +107,8 @@ class Worker:
         rescan: float = 5.0,
         owner: str | None = None,
         exit_on_abandoned: bool = True,
+        heartbeat: float = DEFAULT_HEARTBEAT,
+        agent_name: str = "",
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -141,12 +146,32 @@ class Worker:
         self._unreachable = 0  # attempts in a row that found the store out of reach
         self.exit_on_abandoned = exit_on_abandoned
         self.abandoned = 0  # steps still running when serve() ended (see steps_still_running)
+        # Its registration in the store (SPEC §11): beats every `heartbeat` seconds.
+        self.heartbeat = Heartbeat(
+            store,
+            owner or default_owner(),
+            lambda: list(self._running),
+            heartbeat=heartbeat,
+            agent=agent_name,
+            concurrency=concurrency,
+        )
 
     # -- public --------------------------------------------------------------------------
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop gracefully: no new run or step starts, steps in
-        flight get ``grace`` seconds to record their results, the rest are cancelled."""
+        flight get ``grace`` seconds to record their results, the rest are cancelled.
+        OwnerInUseError, before anything runs, when a live worker has this one's owner."""
+        await asyncio.to_thread(self.heartbeat.register)
+        beating = asyncio.create_task(self.heartbeat.run(stop))
+        try:
+            await self._serve_agent(stop)
+        finally:
+            beating.cancel()
+            await asyncio.gather(beating, return_exceptions=True)
+            await asyncio.to_thread(self.heartbeat.forget)
+
+    async def _serve_agent(self, stop: asyncio.Event) -> None:
         if self._holder is None:
             await self._serve(stop)
             return

@@ -30,9 +30,11 @@ from ...fold import Summary
 from ...ids import check_run_id, valid_run_id
 from ...outcome import Outcome
 from ...record import Record, encode_line
+from ...roster import WorkerInfo
 from ..lines import parse_lines, split_journal
 from ..protocol import Attempt, Check, Lease, default_owner
 from . import logs
+from . import workers as registry
 from .fs import (
     KINDS,
     O_READ,
@@ -442,6 +444,20 @@ class FileStore:
     def clear_failures(self, run_id: str) -> bool:
         """Forget the run's failures; True when there were some."""
         return self.dir.remove(WORKER_DIR, f"{check_run_id(run_id)}.json")
+
+    # -- the workers' registry (see workers.py) ---------------------------------------------
+
+    def beat(self, info: WorkerInfo) -> None:
+        """Register or refresh a worker (``.workers/<owner>.json``, replaced atomically)."""
+        registry.beat(self.dir, info)
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every registered worker, live or gone; an unreadable one with its ``problem``."""
+        return registry.workers(self.dir)
+
+    def forget_worker(self, owner: str) -> bool:
+        """Remove a worker's registration; False when there was none."""
+        return registry.forget(self.dir, owner)
 
     # -- moving runs between stores ----------------------------------------------------------
 
