@@ -1,5 +1,5 @@
 """The audit of human oversight: every decision a human recorded in a store (approve, deny,
-reconcile), who made it, when, on which call, why, and what became of it.
+reconcile, retry), who made it, when, on which call, why, and what became of it.
 
 ``decisions(records)`` is a pure fold over one journal; ``audit(store)`` reads the journals
 that hold signals (the summaries count them), or one run's. Refused decisions are never
@@ -26,6 +26,7 @@ APPROVED = "approved"
 DENIED = "denied"
 RECONCILED_DONE = "reconciled_done"
 RECONCILED_RETRY = "reconciled_retry"
+RETRIED = "retried"  # a failed run given a fresh count of worker attempts (agentrun retry)
 
 # What became of it.
 APPLIED = "applied"  # the run acted on it: the call ran, was refused, its result recorded, re-ran
@@ -156,6 +157,13 @@ def decisions(records: Sequence[Record], run_id: str = "") -> list[Decision]:
                 effect, note = APPLIED, f"the write ran again (seq {again})"
             else:
                 effect, note = PENDING, "the write runs again when the run resumes"
+        elif name == "retry":
+            decision = RETRIED
+            again = next((s for ss in starts.values() for s in ss if s > r.seq), None)
+            if again is not None:
+                effect, note = APPLIED, f"a worker tried the run again (seq {again})"
+            else:
+                effect, note = PENDING, "the next worker that looks tries the run again"
         else:
             decision, effect, note = name or "?", UNKNOWN, "not a signal this version knows"
         out.append(
