@@ -46,6 +46,7 @@ from .common import (
     with_iso,
 )
 from .controls import budget_text, controls_dict, halt_line, lapse_text, pending_dict
+from .show_attempts import attempt_dict, attempt_lines, owners
 
 # `show --follow` exits with this when the run stops for a human (awaiting_approval,
 # indeterminate, over_budget, failed), EXIT_STOPPED when a human stopped it (cancelled,
@@ -208,9 +209,13 @@ def _selected(args: argparse.Namespace, summaries: list[Summary]) -> list[Summar
 def _listing(args: argparse.Namespace, store: Store, summaries: list[Summary]) -> Iterator[str]:
     """What ``ls`` prints, in pieces: the table, or one JSON object per run."""
     runs = _selected(args, summaries)
+    held = owners(store, runs)
     if args.json:
         for i in range(0, len(runs), 1000):
-            yield "".join(dump(summary_dict(s)) + "\n" for s in runs[i : i + 1000])
+            yield "".join(
+                dump({**summary_dict(s), "owner": held.get(s.run_id)}) + "\n"
+                for s in runs[i : i + 1000]
+            )
         return
     if not runs:
         yield f"no runs in {describe(store)}" + (" with that status" if args.status else "") + "\n"
@@ -224,7 +229,9 @@ def _listing(args: argparse.Namespace, store: Store, summaries: list[Summary]) -
             s.run_id,
             str(s.steps),
             str(s.model_calls),
-            one_line(s.waiting_on, 60) if s.waiting_on else "-",
+            one_line(s.waiting_on, 60)
+            if s.waiting_on
+            else (f"held by {one_line(held[s.run_id], 48)}" if s.run_id in held else "-"),
             ago(s.last_activity, now),
         )
         for s in runs
@@ -288,12 +295,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.follow:
         return _follow(args, store, view)
     forks = forks_of(store, view.run_id)
+    tried = store.attempts(view.run_id)
     if args.json:
-        print(dump(view_dict(view, forks=forks)))
+        print(dump({**view_dict(view, forks=forks), "attempts": [attempt_dict(a) for a in tried]}))
         return 0
     print(_header(view, forks))
     for r in view.records:
         print(timeline_line(r))
+    print()
+    print("\n".join(attempt_lines(tried)))
     print()
     _next_steps(store, view)
     return 0
