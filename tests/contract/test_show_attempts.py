@@ -73,3 +73,46 @@ def test_ls_names_the_owner_of_a_running_run(
     running = next(line for line in table.splitlines() if " a1 " in line)
     assert "held by host-b:22" in running
     assert {r["run_id"]: r["owner"] for r in rows} == {"a1": "host-b:22", "idle": None}
+
+
+def test_show_follow_says_once_that_no_worker_is_live_and_keeps_following(
+    any_store: Store, store_spec: str
+) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from procs import child_env
+
+    submit(any_store, "lonely", [Message("user", "hi")])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "durableagent.cli",
+            "show",
+            "lonely",
+            "--follow",
+            "--store",
+            store_spec,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    try:
+        assert proc.stdout is not None
+        seen = []
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            seen.append(line)
+            if "no live worker" in line:
+                break
+        assert any("no live worker on this store" in s for s in seen), seen
+        time.sleep(0.5)
+        assert proc.poll() is None  # it follows on
+    finally:
+        proc.kill()
+        proc.wait()

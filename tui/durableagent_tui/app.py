@@ -33,6 +33,7 @@ from .runs_model import RunRows
 from .runs_table import RunsTable
 from .timeline import Timeline
 from .tracker import Changes, Followed, StoreTracker
+from .workers import Crew, WorkersScreen, crew_of
 
 _T = TypeVar("_T")
 
@@ -47,6 +48,7 @@ POLL_FACTOR = 20.0
 LEASE_S = 2.0  # a dead worker's lease makes no change notice
 PROBE_S = 5.0  # a change feed that lost its server says nothing: ask the store this often
 RETIME_S = 10.0
+WORKERS_S = 5.0  # the workers' registry is read this often (a worker beats every 5 s)
 
 
 def lineage_title(view: RunView | None, forks: tuple[str, ...]) -> Text:
@@ -86,6 +88,7 @@ class SupervisorApp(DialogActions):
         Binding("R", "unavailable('retry')", show=False, id="retry.unavailable"),
         Binding("p", "plan", "Plan", id="plan"),
         Binding("f", "fork", "Fork", id="fork"),
+        Binding("w", "workers", "Workers", show=False, id="workers"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
         Binding("enter", "filter_done", "Done", priority=True, id="filter_done"),
         Binding("q", "quit", "Quit", id="quit"),
@@ -129,6 +132,7 @@ class SupervisorApp(DialogActions):
         self.rescan_s = RESCAN_S
         self._last_jump: str | None = None
         self._jump_to: str | None = None  # a run to select once the table has it (a fork)
+        self.crew: Crew | None = None  # the store's workers as last read (live apps only)
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -217,6 +221,8 @@ class SupervisorApp(DialogActions):
         self.set_interval(LEASE_S, self._check_leases)
         self.set_interval(RETIME_S, self._retime)
         self.set_interval(PROBE_S, self._probe)
+        self.set_interval(WORKERS_S, self._look_workers)
+        self.call_later(self._look_workers)
         self.rescan_s = max(RESCAN_S, RESCAN_FACTOR * self.load_seconds)
         if self.poll:
             self._start_polling()
@@ -353,6 +359,8 @@ class SupervisorApp(DialogActions):
                 table.move_cursor(row=0, animate=False)
             self._jump()
             self.header.set_counts(self.rows.counts)
+            if self.crew is not None:
+                self.header.set_workers(self.crew, self.rows.counts.get(RunStatus.READY, 0))
             if changes and not initial:
                 self.header.set_live(self.header.live, time.time())
             self._update_empty()
@@ -554,6 +562,45 @@ class SupervisorApp(DialogActions):
                 return False
             return True if self.selected is not None else None
         return True
+
+    async def _look_workers(self) -> None:
+        """Read who is working (off the loop); a registry that cannot be read leaves the
+        workers as last seen (the store's own trouble is said by the other reads)."""
+        store = self.tracker.store
+        if store is None:
+            return
+        try:
+            workers = await asyncio.to_thread(store.workers)
+        except Exception:
+            return
+        self.show_crew(crew_of(workers, self.clock()))
+
+    def show_crew(self, crew: Crew) -> None:
+        """Show the workers: the header's word, and each waiting ready run's note."""
+        self.crew = crew
+        with suppress(NoMatches):  # shutting down
+            self.header.set_workers(crew, self.rows.counts.get(RunStatus.READY, 0))
+            self.table.crew = crew
+            self.table.refresh()
+
+    def action_workers(self) -> None:
+        """The workers screen: who is registered in the store, live or gone."""
+
+        async def open_it() -> None:
+            store = self.tracker.store
+            if store is None:
+                self.notify("the store is not there yet; no worker has registered", markup=False)
+                return
+            try:
+                workers = await asyncio.to_thread(store.workers)
+            except Exception as e:
+                self.notify(f"cannot read the workers: {e}", severity="warning", markup=False)
+                return
+            crew = crew_of(workers, self.clock())
+            self.show_crew(crew)
+            self.push_screen(WorkersScreen(crew))
+
+        self.run_worker(open_it(), group="workers", exclusive=True, exit_on_error=False)
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.read_only))

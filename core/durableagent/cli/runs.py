@@ -46,7 +46,7 @@ from .common import (
     with_iso,
 )
 from .controls import budget_text, controls_dict, halt_line, lapse_text, pending_dict
-from .show_attempts import attempt_dict, attempt_lines, owners
+from .show_attempts import attempt_dict, attempt_lines, no_worker_line, owners
 
 # `show --follow` exits with this when the run stops for a human (awaiting_approval,
 # indeterminate, over_budget, failed), EXIT_STOPPED when a human stopped it (cancelled,
@@ -356,6 +356,9 @@ def _follow(args: argparse.Namespace, store: Store, view: RunView) -> int:
     for r in view.records:
         fold.add(r)
     status = view.status
+    lonely = no_worker_line(store, status) if status not in follow.STOPS else None
+    if lonely is not None:  # said once; the follow goes on for when one starts
+        print(lonely, file=sys.stderr if args.json else sys.stdout, flush=True)
     if status not in follow.STOPS:
         status = asyncio.run(follow.follow_run(store, run_id, fold, on_record))
     final = view_store(store, run_id)

@@ -3,11 +3,14 @@ ended, how it ended, its error), and the owner of each running run for ``ls``.""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from ..attempts import ENDINGS, LOST_WHY
-from ..fold import Summary
+from ..durations import format_duration
+from ..errors import DurableAgentError
+from ..fold import RunStatus, Summary
 from ..stores import Attempt, Store
 from .common import iso, one_line, stamp
 
@@ -70,3 +73,22 @@ def owners(store: Store, summaries: Sequence[Summary]) -> dict[str, str]:
             if holder and holder.get("owner"):
                 out[s.run_id] = str(holder["owner"])
     return out
+
+
+def no_worker_line(store: Store, status: RunStatus) -> str | None:
+    """For ``show --follow``: the line saying that no worker is live to take a ready run
+    (None when one is, the run is not ready, or the registry cannot be read)."""
+    if status != RunStatus.READY:
+        return None
+    try:
+        found = store.workers()
+    except DurableAgentError:
+        return None
+    if any(w.live() for w in found):
+        return None
+    beats = [w.beat_at for w in found if w.problem is None]
+    gone = f" (the last beat {format_duration(time.time() - max(beats))} ago)" if beats else ""
+    return (
+        f"no live worker on this store{gone}: the run waits until one starts "
+        "(agentrun worker; see agentrun workers); following on"
+    )
