@@ -1,4 +1,5 @@
-"""Who is working: a worker's registration in its store (SPEC §11).
+"""Who is working, and who was told: a worker's registration in its store, and the notices
+a notifier claims and marks (SPEC §11).
 
 Each worker process beats every ``heartbeat`` seconds (``Store.beat``); a worker is live while
 its last beat is less than three heartbeats old. Nothing here reads a store: the stores keep
@@ -172,3 +173,42 @@ def owner_of_file(stem: str) -> str:
 def live_workers(workers: list[WorkerInfo], now: float | None = None) -> list[WorkerInfo]:
     """The live ones among ``workers``."""
     return [w for w in workers if w.live(now)]
+
+
+@dataclass(frozen=True)
+class NoticeRecord:
+    """A notice a notifier claimed (and, once ``sent_at`` is set, sent): to ``target`` (a
+    digest of its URL: a URL may hold a secret), of ``kind``, for the transition at ``seq``
+    of ``run_id``."""
+
+    run_id: str
+    seq: int
+    kind: str
+    target: str
+    claimed_by: str
+    claimed_at: float
+    sent_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "kind": self.kind,
+            "target": self.target,
+            "claimed_by": self.claimed_by,
+            "claimed_at": self.claimed_at,
+            "sent_at": self.sent_at,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> NoticeRecord:
+        sent = d.get("sent_at")
+        return cls(
+            str(d["run_id"]),
+            int(d["seq"]),
+            str(d["kind"]),
+            str(d["target"]),
+            str(d["claimed_by"]),
+            float(d["claimed_at"]),
+            None if sent is None else float(sent),
+        )

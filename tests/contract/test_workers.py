@@ -180,3 +180,40 @@ def test_a_registry_file_that_is_not_json_is_one_line_and_the_others_are_listed(
     assert any(line.startswith("good") for line in out.splitlines())
     # A worker still starts, and beats, beside it.
     serve_briefly(Worker(agent(), store, owner="next", heartbeat=0.1), 0.2)
+
+
+# -- notices: claimed before sending, marked after ------------------------------------------
+
+
+def test_a_notice_is_claimed_once_and_never_again_once_sent(any_store: Store) -> None:
+    key = ("a1", 7, "approval", "t1")
+    assert any_store.claim_notice(*key, by="n1") is True
+    assert any_store.claim_notice(*key, by="n2") is False  # n1's, and fresh
+    assert any_store.claim_notice(*key, by="n1") is True  # n1 refreshing its own claim
+    any_store.mark_notice(*key)
+    assert any_store.claim_notice(*key, by="n1") is False
+    assert any_store.claim_notice(*key, by="n2", stale_after=0.0) is False
+    (n,) = any_store.notices("a1")
+    assert (n.seq, n.kind, n.target, n.claimed_by) == (7, "approval", "t1", "n1")
+    assert n.sent_at is not None
+
+
+def test_a_stale_claim_never_marked_is_taken_over(any_store: Store) -> None:
+    key = ("a1", 7, "approval", "t1")
+    assert any_store.claim_notice(*key, by="dead") is True
+    time.sleep(0.05)
+    assert any_store.claim_notice(*key, by="n2", stale_after=0.01) is True
+    assert any_store.claim_notice(*key, by="dead", stale_after=60) is False
+    assert [n.claimed_by for n in any_store.notices("a1")] == ["n2"]
+
+
+def test_notices_are_kept_per_target_kind_and_transition(any_store: Store) -> None:
+    for key in (
+        ("a1", 7, "approval", "t1"),
+        ("a1", 7, "approval", "t2"),
+        ("a1", 9, "approval", "t1"),
+        ("a1", 7, "deadline", "t1"),
+    ):
+        assert any_store.claim_notice(*key, by="n1") is True
+    assert len(any_store.notices("a1")) == 4
+    assert any_store.notices("b2") == []

@@ -3,11 +3,12 @@ claims and marks (the ``notices`` table). PostgresStore delegates to a ``Registr
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from ...roster import WorkerInfo
+from ...roster import NoticeRecord, WorkerInfo
 from .connector import Connection, Connector
 from .sql import bound as _q
 
@@ -46,3 +47,34 @@ class Registry:
             "forgetting a worker", lambda c: c.execute(*_q("forget_worker", args)).rowcount
         )
         return bool(got)
+
+    def claim_notice(
+        self, run_id: str, seq: int, kind: str, target: str, *, by: str, stale_after: float
+    ) -> bool:
+        now = time.time()
+        args = {
+            "run_id": run_id,
+            "seq": seq,
+            "kind": kind,
+            "target": target,
+            "by": by,
+            "at": now,
+            "stale": now - stale_after,
+        }
+        got = self._db.read(
+            "claiming a notice", lambda c: c.execute(*_q("claim_notice", args)).fetchone()
+        )
+        return got is not None
+
+    def mark_notice(self, run_id: str, seq: int, kind: str, target: str) -> None:
+        args = {"run_id": run_id, "seq": seq, "kind": kind, "target": target, "at": time.time()}
+        self._db.read("marking a notice sent", lambda c: c.execute(*_q("mark_notice", args)))
+
+    def notices(self, run_id: str) -> list[NoticeRecord]:
+        def read(conn: Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(*_q("notices_of", {"run_id": run_id})).fetchall()
+
+        return [
+            NoticeRecord(run_id, int(seq), kind, target, by, float(at), sent)
+            for seq, kind, target, by, at, sent in self._db.read("reading notices", read)
+        ]

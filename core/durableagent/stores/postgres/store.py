@@ -36,7 +36,7 @@ from ...ids import check_run_id, valid_run_id
 from ...lineage import ForkedFrom
 from ...outcome import Outcome
 from ...record import Record
-from ...roster import WorkerInfo
+from ...roster import NoticeRecord, WorkerInfo
 from ..lines import parse_lines
 from ..protocol import Attempt, Check, Lease, Store, default_owner
 from .append import (
@@ -439,6 +439,29 @@ class PostgresStore:
     def forget_worker(self, owner: str) -> bool:
         """Remove a worker's registration; False when there was none."""
         return self._registry.forget_worker(owner)
+
+    def claim_notice(
+        self,
+        run_id: str,
+        seq: int,
+        kind: str,
+        target: str,
+        *,
+        by: str,
+        stale_after: float = 60.0,
+    ) -> bool:
+        """Claim a notice before sending it (its row in ``notices``)."""
+        return self._registry.claim_notice(
+            check_run_id(run_id), seq, kind, target, by=by, stale_after=stale_after
+        )
+
+    def mark_notice(self, run_id: str, seq: int, kind: str, target: str) -> None:
+        """Record that a claimed notice was sent."""
+        self._registry.mark_notice(check_run_id(run_id), seq, kind, target)
+
+    def notices(self, run_id: str) -> list[NoticeRecord]:
+        """The notices claimed or sent for the run."""
+        return self._registry.notices(check_run_id(run_id))
 
     # -- changes -----------------------------------------------------------------------------
 

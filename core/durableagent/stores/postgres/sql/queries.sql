@@ -222,19 +222,22 @@ SELECT owner, info FROM workers ORDER BY owner;
 DELETE FROM workers WHERE owner = %(owner)s;
 
 -- name: claim_notice
--- Claim a notice: true when it was unclaimed, or claimed and never marked sent before
--- ``stale`` (its claimer died before sending, or between sending and marking).
+-- Claim a notice: true when it was unclaimed, claimed by the same claimer (a refresh while
+-- it retries), or claimed and never marked sent before ``stale`` (its claimer died before
+-- sending, or between sending and marking). Never once it is marked sent.
 INSERT INTO notices (run_id, seq, kind, target, claimed_by, claimed_at)
 VALUES (%(run_id)s, %(seq)s, %(kind)s, %(target)s, %(by)s, %(at)s)
 ON CONFLICT (run_id, seq, kind, target) DO UPDATE
     SET claimed_by = excluded.claimed_by, claimed_at = excluded.claimed_at
-    WHERE notices.sent_at IS NULL AND notices.claimed_at < %(stale)s
+    WHERE notices.sent_at IS NULL
+      AND (notices.claimed_by = excluded.claimed_by OR notices.claimed_at < %(stale)s)
 RETURNING true;
 
 -- name: mark_notice
 UPDATE notices SET sent_at = %(at)s
 WHERE run_id = %(run_id)s AND seq = %(seq)s AND kind = %(kind)s AND target = %(target)s;
 
--- name: notice_state
-SELECT claimed_by, claimed_at, sent_at FROM notices
-WHERE run_id = %(run_id)s AND seq = %(seq)s AND kind = %(kind)s AND target = %(target)s;
+-- name: notices_of
+-- The notices recorded for one run (claimed or sent), oldest first.
+SELECT seq, kind, target, claimed_by, claimed_at, sent_at FROM notices
+WHERE run_id = %(run_id)s ORDER BY claimed_at;
