@@ -101,6 +101,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
         )
     except ValueError as e:
         raise Usage(str(e)) from None
+    notifier = None
+    if args.notify:  # checked before anything serves: a bad URL is refused at start
+        from .notify import notifier_of
+
+        notifier = notifier_of(store, args.notify)
 
     async def serve() -> None:
         stop = asyncio.Event()
@@ -109,7 +114,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         who = args.owner or f"pid {os.getpid()}"
         print(f"agentrun worker: serving {describe(store)} ({who})", file=sys.stderr)
-        await worker.serve(stop)
+        telling = None if notifier is None else asyncio.create_task(notifier.serve(stop))
+        try:
+            await worker.serve(stop)
+        finally:
+            stop.set()
+            if telling is not None:
+                await telling
         print("agentrun worker: stopped", file=sys.stderr)
 
     asyncio.run(serve())
@@ -260,6 +271,12 @@ def register(sub: Any, parents: Parents) -> None:
         default=5.0,
         metavar="SECONDS",
         help="register in the store every N seconds (default 5; see 'agentrun workers')",
+    )
+    s.add_argument(
+        "--notify",
+        action="append",
+        metavar="URL",
+        help="also send notices to this Apprise URL (as 'agentrun notify --to URL')",
     )
     s.add_argument("-v", "--verbose", action="store_true", help="log every decision")
     s.set_defaults(fn=cmd_worker)

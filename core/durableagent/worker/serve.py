@@ -437,7 +437,7 @@ class Worker:
         signals = _signals(self.store, run_id)
         failures = _failures_now(self._attempts(run_id), signals) + 1
         try:
-            note_failure(self.store, run_id, error)
+            note_failure(self.store, run_id, error, max_attempts=self.max_attempts)
             self._seen_failures.pop(run_id, None)
         except (DurableAgentError, OSError) as e:
             self._seen_failures[run_id] = Attempts(
