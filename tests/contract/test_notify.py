@@ -8,9 +8,11 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from notify_sinks import Webhook, smtp, webhook
+from procs import WorkerProcess
 
 from durableagent import Status, Store, ToolCall
 from durableagent.cli.main import main
@@ -18,12 +20,10 @@ from durableagent.notify import check_targets, parse_kinds
 from durableagent.notify.notifier import Notifier
 from durableagent.testing import JournalWriter
 
-T0 = time.time() - 300
-
 
 def awaiting(store: Store, run_id: str, summary: str = "VPN access") -> str:
     """A run waiting for approval of create_ticket; its marker."""
-    j = JournalWriter(store, run_id, T0)
+    j = JournalWriter(store, run_id, time.time() - 300)  # its records 1 s apart from then
     j.start("please file it")
     with j.attempt("host-a:1"):
         (p,) = j.asks(1, ToolCall("c1", "create_ticket", {"summary": summary}))
@@ -171,3 +171,32 @@ def test_bad_notify_arguments_are_refused_at_start_naming_them(
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert says in err and "Traceback" not in err
+
+
+def test_a_worker_with_notify_tells_when_it_gives_up_on_a_failed_run(
+    any_store: Store, store_spec: str, tmp_path: Path
+) -> None:
+    from durableagent import Message, submit
+
+    submit(any_store, "flaky", [Message("user", "ticket for flaky")])
+    with webhook() as sink:
+        w = WorkerProcess(
+            store_spec,
+            "broken",
+            tmp_path / "worker.log",
+            "--max-attempts",
+            "2",
+            "--backoff",
+            "0.1",
+            "--notify",
+            sink.url,
+            "--heartbeat",
+            "0.5",
+        )
+        try:
+            sink.wait(lambda ms: any("gave up" in str(m["title"]) for m in ms), timeout=30)
+        finally:
+            assert w.stop() == 0, (tmp_path / "worker.log").read_text()
+        (m,) = [m for m in sink.messages() if "flaky" in str(m["title"])]
+    assert m["title"] == "agentrun: flaky failed; the workers gave up"
+    assert "act: agentrun retry flaky --store" in str(m["message"])

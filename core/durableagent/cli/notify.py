@@ -24,6 +24,7 @@ def notifier_of(
     escalate_after: str | None = None,
     escalate_to: list[str] | None = None,
     link: str | None = None,
+    claim_ttl: float | None = None,
 ) -> Any:
     """A Notifier from the command's arguments; Usage (naming it) for a URL Apprise cannot
     use, an unknown kind or a bad duration: nothing starts then."""
@@ -47,8 +48,15 @@ def notifier_of(
         escalation = check_targets(escalate_to or [])
     except BadTargetError as e:
         raise Usage(str(e)) from None
+    extra = {} if claim_ttl is None else {"claim_ttl": claim_ttl}
     return Notifier(
-        store, targets, kinds=kinds, escalate_after=after, escalate_to=escalation, link=link
+        store,
+        targets,
+        kinds=kinds,
+        escalate_after=after,
+        escalate_to=escalation,
+        link=link,
+        **extra,
     )
 
 
@@ -62,6 +70,7 @@ def cmd_notify(args: argparse.Namespace) -> int:
         escalate_after=args.escalate_after,
         escalate_to=args.escalate_to,
         link=args.link,
+        claim_ttl=args.claim_ttl,
     )
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
@@ -105,4 +114,6 @@ def register(sub: Any, parents: Parents) -> None:
     s.add_argument("--escalate-after", metavar="DURATION", help="e.g. 30m, with --escalate-to")
     s.add_argument("--escalate-to", action="append", metavar="URL", help="escalation target")
     s.add_argument("--link", metavar="URL", help="added to each notice (e.g. agentrun web's)")
+    # How long a claim never marked sent holds off the other notifiers (tests shorten it).
+    s.add_argument("--claim-ttl", type=float, default=None, help=argparse.SUPPRESS)
     s.set_defaults(fn=cmd_notify)

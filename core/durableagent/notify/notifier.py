@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from ..errors import DurableAgentError
 from ..fold import NEEDS_HUMAN, RunStatus, Summary
 from ..record import SIGNAL, signal_fields
+from ..roster import NoticeRecord
 from ..stores import Store
 from .notices import DEADLINE, STALLED, Notice, deadline_denials, notices_for
 from .targets import DeliveryError, Target
@@ -125,6 +126,7 @@ class Notifier:
         self._seen: dict[str, Summary] = {}  # runs that need a human, or are ready
         self._done: set[tuple[str, int, str, str]] = set()  # (run, seq, kind, target) handled
         self._first: dict[tuple[str, int, str], float] = {}  # when a notice was first claimed
+        self._later: dict[tuple[str, int, str, str], float] = {}  # another's claim: look again
         self._lanes: dict[str, _Lane] = {}
         self._no_worker_since: float | None = None
 
@@ -267,23 +269,30 @@ class Notifier:
             return
         for t in self.targets if targets is None else targets:
             key = (n.run_id, n.seq, n.kind, t.key)
-            if key in self._done:
+            if key in self._done or self._later.get(key, 0.0) > now:
+                continue
+            if not await self.claim(n, t):
+                # Another notifier's: sent (done), or it may die before sending; then its
+                # claim goes stale and this one claims it again.
+                claims = await self._claims(n, t)
+                first = min((c.claimed_at for c in claims), default=now)
+                self._first.setdefault(n.key, first)
+                if any(c.sent_at is not None for c in claims):
+                    self._done.add(key)
+                else:
+                    self._later[key] = first + self.claim_ttl
                 continue
             self._done.add(key)
-            if not await self.claim(n, t):
-                self._first.setdefault(n.key, await self._claimed_at(n) or now)
-                continue
+            self._later.pop(key, None)
             self._first.setdefault(n.key, now)
             self._lanes[t.key].queue.put_nowait(
                 _Item(n, f"agentrun: {n.title}", n.body(now, self.link))
             )
 
-    async def _claimed_at(self, n: Notice) -> float | None:
-        """When another notifier (or this one before a restart) first claimed the notice:
-        escalation counts from then."""
+    async def _claims(self, n: Notice, t: Target) -> list[NoticeRecord]:
+        """The store's record of the notice to ``t``: who claimed it, when, whether sent."""
         try:
             found = await asyncio.to_thread(self.store.notices, n.run_id)
         except DurableAgentError:
-            return None
-        times = [r.claimed_at for r in found if r.seq == n.seq and r.kind == n.kind]
-        return min(times) if times else None
+            return []
+        return [r for r in found if (r.seq, r.kind, r.target) == (n.seq, n.kind, t.key)]
