@@ -29,7 +29,7 @@ def notifier_of(
     """A Notifier from the command's arguments; Usage (naming it) for a URL Apprise cannot
     use, an unknown kind or a bad duration: nothing starts then."""
     from ..notify import BadTargetError, check_targets, parse_kinds
-    from ..notify.notifier import Notifier
+    from ..notify.notifier import CLAIM_TTL, Notifier
 
     try:
         kinds = parse_kinds(on)
@@ -48,7 +48,6 @@ def notifier_of(
         escalation = check_targets(escalate_to or [])
     except BadTargetError as e:
         raise Usage(str(e)) from None
-    extra = {} if claim_ttl is None else {"claim_ttl": claim_ttl}
     return Notifier(
         store,
         targets,
@@ -56,7 +55,7 @@ def notifier_of(
         escalate_after=after,
         escalate_to=escalation,
         link=link,
-        **extra,
+        claim_ttl=CLAIM_TTL if claim_ttl is None else claim_ttl,
     )
 
 
