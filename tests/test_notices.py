@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from durableagent import Pending, RunStatus, Summary
-from durableagent.notify.notices import notices_for, parse_kinds
+from durableagent.notify.notices import notices_for, parse_kinds, stalled
 
 NOW = 1_800_000_000.0
 
@@ -46,12 +46,19 @@ def test_a_failed_run_is_told_only_once_the_workers_gave_up() -> None:
     assert "act: agentrun retry a1 --store runs" in n.body(NOW)
 
 
-def test_a_ready_run_is_stalled_after_two_minutes_without_a_live_worker() -> None:
-    s = summary(RunStatus.READY, last_activity=NOW - 60)
-    assert notices_for(s, now=NOW, store="runs", no_worker_since=None) == []
-    assert notices_for(s, now=NOW, store="runs", no_worker_since=NOW - 600) == []  # 60 s
-    (n,) = notices_for(s, now=NOW + 90, store="runs", no_worker_since=NOW - 600)
-    assert n.kind == "stalled" and "no live worker has served the store for 11m" in n.body(NOW)
+def test_a_stalled_store_is_one_notice_for_its_longest_waiting_ready_run() -> None:
+    runs = [
+        summary(RunStatus.READY, last_activity=NOW - 60),
+        Summary("b2", RunStatus.READY, last_activity=NOW - 30, last_seq=3),
+    ]
+    assert stalled(runs, now=NOW, store="runs", no_worker_since=None) is None
+    assert stalled(runs, now=NOW, store="runs", no_worker_since=NOW - 600) is None  # 60 s
+    n = stalled(runs, now=NOW + 90, store="runs", no_worker_since=NOW - 600)
+    assert n is not None and (n.kind, n.run_id, n.seq) == ("stalled", "a1", 9)
+    assert n.title == "a1 and 1 more ready and no worker is live"
+    assert "no live worker has served the store for 11m" in n.body(NOW + 90)
+    assert "act: agentrun worker --agent MODULE:ATTR --store runs" in n.body(NOW + 90)
+    assert notices_for(runs[0], now=NOW + 90, store="runs") == []
 
 
 def test_an_approval_lapsing_within_a_tenth_of_its_window_is_warned() -> None:

@@ -200,3 +200,25 @@ def test_a_worker_with_notify_tells_when_it_gives_up_on_a_failed_run(
         (m,) = [m for m in sink.messages() if "flaky" in str(m["title"])]
     assert m["title"] == "agentrun: flaky failed; the workers gave up"
     assert "act: agentrun retry flaky --store" in str(m["message"])
+
+
+def test_ready_runs_with_no_live_worker_are_told_once_as_stalled(
+    any_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dataclasses import replace
+
+    from durableagent import Message, submit
+    from durableagent.notify import notices
+    from durableagent.roster import this_process
+
+    monkeypatch.setattr(notices, "STALLED_AFTER", 0.5)
+    gone = this_process("w1")
+    any_store.beat(replace(gone, beat_at=gone.beat_at - 600, pid=2**22 + 7))
+    for rid in ("s1", "s2"):
+        submit(any_store, rid, [Message("user", "hi")])
+    with webhook() as sink, notifying(any_store, sink.url):
+        sink.wait(lambda ms: len(ms) >= 1, timeout=10)
+        time.sleep(2.5)  # more looks: still one notice
+    (m,) = sink.messages()
+    assert m["title"] == "agentrun: s1 and 1 more ready and no worker is live"
+    assert "act: agentrun worker --agent MODULE:ATTR --store" in str(m["message"])

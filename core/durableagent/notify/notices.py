@@ -97,11 +97,10 @@ def notices_for(
     now: float,
     store: str,
     exhausted: bool = False,
-    no_worker_since: float | None = None,
 ) -> list[Notice]:
     """The notices due now for the run's current transition (its last seq). ``exhausted``:
-    the workers' failure count says the last allowed try failed; ``no_worker_since``: no
-    worker has been live since then (None: one is)."""
+    the workers' failure count says the last allowed try failed. (A stalled store is one
+    notice for all its ready runs: ``stalled``.)"""
     where = f" --store {_q(store)}"
     rid = s.run_id
     since = s.last_activity
@@ -196,22 +195,36 @@ def notices_for(
                 (f"agentrun show {rid}{where}",),
             )
         )
-    elif s.status == RunStatus.READY and no_worker_since is not None:
-        waited_from = max(since or 0.0, no_worker_since)
-        if now - waited_from >= STALLED_AFTER:
-            out.append(
-                Notice(
-                    rid,
-                    s.last_seq,
-                    STALLED,
-                    f"{rid} is ready and no worker is live",
-                    f"run {rid} is ready and no live worker has served the store for "
-                    f"{format_duration(now - no_worker_since)}",
-                    waited_from,
-                    (f"agentrun worker --agent MODULE:ATTR{where}", f"agentrun workers{where}"),
-                )
-            )
     return out
+
+
+def stalled(
+    ready: Iterable[Summary], *, now: float, store: str, no_worker_since: float | None
+) -> Notice | None:
+    """One notice while ready runs wait and no worker has been live for STALLED_AFTER
+    seconds (``no_worker_since``: None while one is live): for the run waiting longest, so
+    one stall is told once, not once per run."""
+    if no_worker_since is None:
+        return None
+    runs = sorted(ready, key=lambda s: (s.last_activity or 0.0, s.run_id))
+    if not runs:
+        return None
+    first = runs[0]
+    waited_from = max(first.last_activity or 0.0, no_worker_since)
+    if now - waited_from < STALLED_AFTER:
+        return None
+    where = f" --store {_q(store)}"
+    others = f" and {len(runs) - 1} more" if len(runs) > 1 else ""
+    return Notice(
+        first.run_id,
+        first.last_seq,
+        STALLED,
+        f"{first.run_id}{others} ready and no worker is live",
+        f"run {first.run_id}{others} ready; no live worker has served the store for "
+        f"{format_duration(now - no_worker_since)}",
+        waited_from,
+        (f"agentrun worker --agent MODULE:ATTR{where}", f"agentrun workers{where}"),
+    )
 
 
 def deadline_denials(

@@ -22,7 +22,7 @@ from ..fold import NEEDS_HUMAN, RunStatus, Summary
 from ..record import SIGNAL, signal_fields
 from ..roster import NoticeRecord
 from ..stores import Store
-from .notices import DEADLINE, STALLED, Notice, deadline_denials, notices_for
+from .notices import DEADLINE, Notice, deadline_denials, notices_for, stalled
 from .targets import DeliveryError, Target
 
 log = logging.getLogger("durableagent.notify")
@@ -214,6 +214,10 @@ class Notifier:
             del before
         for summary in list(self._seen.values()):
             await self._consider(summary, now)
+        ready = [s for s in self._seen.values() if s.status == RunStatus.READY]
+        stall = stalled(ready, now=now, store=self._where, no_worker_since=self._no_worker_since)
+        if stall is not None:
+            await self._dispatch(stall, now)
 
     def _read(
         self, ids: set[str] | None
@@ -256,10 +260,9 @@ class Notifier:
             now=now,
             store=self._where,
             exhausted=exhausted,
-            no_worker_since=self._no_worker_since,
         ):
             await self._dispatch(n, now)
-            if self.escalate_after is not None and self.escalate_to and n.kind != STALLED:
+            if self.escalate_after is not None and self.escalate_to:
                 first = self._first.get(n.key)
                 if first is not None and now - first >= self.escalate_after:
                     await self._dispatch(n.as_escalation(), now, self.escalate_to)
