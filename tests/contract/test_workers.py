@@ -217,3 +217,19 @@ def test_notices_are_kept_per_target_kind_and_transition(any_store: Store) -> No
         assert any_store.claim_notice(*key, by="n1") is True
     assert len(any_store.notices("a1")) == 4
     assert any_store.notices("b2") == []
+
+
+def test_two_workers_that_started_at_once_under_one_owner_are_told_in_the_log(
+    any_store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    worker = Worker(agent(), any_store, owner="twin", heartbeat=0.1)
+    worker.heartbeat.register()  # alone so far
+    any_store.beat(info("twin", ago=0))  # the other process's first beat lands
+    with caplog.at_level("ERROR", logger="durableagent.worker"):
+        worker.heartbeat.beat()
+        worker.heartbeat.beat()
+    said = [r.getMessage() for r in caplog.records if "also used" in r.getMessage()]
+    assert said == [
+        "owner 'twin' is also used by a live worker at host-b:4242: their leases and "
+        "attempts cannot be told apart; restart one with another --owner"
+    ]

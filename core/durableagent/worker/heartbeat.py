@@ -50,6 +50,7 @@ class Heartbeat:
             version=version,
         )
         self._failing = False
+        self._shared = False  # another process was seen under this owner (said once)
 
     def register(self) -> None:
         """The first beat; OwnerInUseError when a live worker of another process has the
@@ -68,9 +69,12 @@ class Heartbeat:
         self.beat()
 
     def beat(self) -> None:
-        """Tell the store this worker is alive, and what it holds."""
+        """Tell the store this worker is alive, and what it holds. A registration under
+        this owner from another process (two workers started at once under one --owner) is
+        said in the log, once: their leases and attempts cannot be told apart."""
         self.info = self.info.beaten(runs=tuple(sorted(self._runs())))
         try:
+            self._check_alone()
             self.store.beat(self.info)
         except DurableAgentError as e:
             if not self._failing:
@@ -80,6 +84,20 @@ class Heartbeat:
         if self._failing:
             log.info("registered in the store again")
         self._failing = False
+
+    def _check_alone(self) -> None:
+        for other in self.store.workers():
+            if other.owner != self.info.owner or same_process(other, self.info):
+                continue
+            if other.live() and not self._shared:
+                log.error(
+                    "owner %r is also used by a live worker at %s:%d: their leases and "
+                    "attempts cannot be told apart; restart one with another --owner",
+                    self.info.owner,
+                    other.host,
+                    other.pid,
+                )
+                self._shared = True
 
     async def run(self, stop: asyncio.Event) -> None:
         """Beat every ``heartbeat`` seconds until ``stop`` is set."""
