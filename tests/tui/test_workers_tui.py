@@ -90,3 +90,11 @@ async def test_w_opens_the_workers_screen(tmp_path: Path) -> None:
         assert "w-gone" in text and "gone" in text
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, WorkersScreen))
+
+
+async def test_the_palette_offers_the_workers_screen(tmp_path: Path) -> None:
+    root, _ = store_with_a_ready_run(tmp_path)
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert "Workers" in [c.title for c in app.get_system_commands(app.screen)]

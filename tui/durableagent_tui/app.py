@@ -627,6 +627,9 @@ class SupervisorApp(DialogActions):
         yield SystemCommand("Next run needing a human", "Jump (n)", self.action_next_human)
         yield SystemCommand("Filter runs", "By run id or status (/)", self.action_filter)
         yield SystemCommand("Help", "Keys and statuses (?)", self.action_help)
+        yield SystemCommand(
+            "Workers", "Who is working on the store, live or gone (w)", self.action_workers
+        )
         if self.offers("plan"):
             yield SystemCommand(
                 "Recovery plan", "What the run's next attempt will do (p)", self.action_plan
