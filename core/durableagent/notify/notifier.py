@@ -37,6 +37,10 @@ def _where(store: Store) -> str:
     return str(getattr(store, "description", store))
 
 
+# A run as read: its id, its summary (None: gone), the approvals denied by their deadline.
+_Read = tuple[str, Summary | None, list[tuple[int, str, float]]]
+
+
 @dataclass
 class _Item:
     notice: Notice
@@ -129,6 +133,7 @@ class Notifier:
         self._later: dict[tuple[str, int, str, str], float] = {}  # another's claim: look again
         self._lanes: dict[str, _Lane] = {}
         self._no_worker_since: float | None = None
+        self._exhausted: dict[str, bool] = {}  # failed runs: the workers gave up
 
     async def claim(self, n: Notice, t: Target) -> bool:
         try:
@@ -205,13 +210,12 @@ class Notifier:
             beats = [w.beat_at for w in workers if w.problem is None]
             self._no_worker_since = max(beats) if beats else now
         for rid, summary, denials in got:
-            before = self._seen.pop(rid, None)
+            self._seen.pop(rid, None)
             if summary is not None and summary.status in _WATCHED:
                 self._seen[rid] = summary
             if denials:
                 for n in deadline_denials(rid, denials, self._where):
                     await self._dispatch(n, now)
-            del before
         for summary in list(self._seen.values()):
             await self._consider(summary, now)
         ready = [s for s in self._seen.values() if s.status == RunStatus.READY]
@@ -219,17 +223,29 @@ class Notifier:
         if stall is not None:
             await self._dispatch(stall, now)
 
-    def _read(
-        self, ids: set[str] | None
-    ) -> list[tuple[str, Summary | None, list[tuple[int, str, float]]]]:
+    def _read(self, ids: set[str] | None) -> list[_Read]:
         store = self.store
+        got: list[_Read]
         if ids is None:
             every = store.summaries()
             gone = set(self._seen) - {s.run_id for s in every}
-            return [(s.run_id, s, self._denials(s)) for s in every] + [
+            got = [(s.run_id, s, self._denials(s)) for s in every] + [
                 (rid, None, []) for rid in gone
             ]
-        return [(rid, (s := store.summary(rid)), self._denials(s)) for rid in sorted(ids)]
+        else:
+            got = [(rid, (s := store.summary(rid)), self._denials(s)) for rid in sorted(ids)]
+        # The failure count of the failed runs read: a count's change is in the change feed
+        # too, so it is read again only when the run (or its count) changed.
+        for rid, summary, _ in got:
+            self._exhausted.pop(rid, None)
+            if summary is not None and summary.status == RunStatus.FAILED:
+                failures = store.read_failures(rid)
+                self._exhausted[rid] = bool(
+                    failures
+                    and failures.get("exhausted")
+                    and failures.get("signals") == summary.signals
+                )
+        return got
 
     def _denials(self, s: Summary | None) -> list[tuple[int, str, float]]:
         """Approvals denied by their deadline since the run was last seen awaiting one."""
@@ -249,12 +265,7 @@ class Notifier:
         return out
 
     async def _consider(self, s: Summary, now: float) -> None:
-        exhausted = False
-        if s.status == RunStatus.FAILED:
-            failures = await asyncio.to_thread(self.store.read_failures, s.run_id)
-            exhausted = bool(
-                failures and failures.get("exhausted") and failures.get("signals") == s.signals
-            )
+        exhausted = self._exhausted.get(s.run_id, False)
         for n in notices_for(
             s,
             now=now,
