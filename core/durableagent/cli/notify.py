@@ -75,6 +75,7 @@ def cmd_notify(args: argparse.Namespace) -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr
     )
     logging.getLogger("watchfiles").setLevel(logging.WARNING)
+    logging.getLogger("apprise").setLevel(logging.WARNING)  # "Notifying 1 service(s)" each time
 
     async def serve() -> None:
         stop = asyncio.Event()
