@@ -18,6 +18,7 @@ class Webhook:
     def __init__(self) -> None:
         self.received: list[tuple[float, dict[str, Any]]] = []
         self.down = False
+        self.delay = 0.0  # seconds each answer waits: a target that times out
         self.lock = threading.Lock()
         sink = self
 
@@ -25,6 +26,7 @@ class Webhook:
             def do_POST(self) -> None:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n)
+                time.sleep(sink.delay)
                 if sink.down:
                     self.send_response(503)
                     self.end_headers()

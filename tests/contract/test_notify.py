@@ -128,6 +128,19 @@ def test_a_target_that_is_down_delays_nothing_else(any_store: Store) -> None:
         assert len(up.messages()) == 1 and len(down.messages()) == 1
 
 
+def test_a_target_that_times_out_delays_nothing_else(any_store: Store) -> None:
+    with webhook() as slow, webhook() as up:
+        slow.delay = 3.0
+        awaiting(any_store, "a1")
+        started = time.monotonic()
+        with notifying(any_store, slow.url, up.url, send_timeout=0.5):
+            up.wait(lambda ms: len(ms) == 1, timeout=5)
+            took = time.monotonic() - started
+            slow.delay = 0.0
+            slow.wait(lambda ms: len(ms) >= 1, timeout=15)  # at least once
+        assert took < 3.0 and len(up.messages()) == 1
+
+
 def test_a_notice_nobody_acts_on_is_escalated_once(any_store: Store) -> None:
     with webhook() as first, webhook() as boss:
         awaiting(any_store, "a1")
