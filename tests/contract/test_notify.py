@@ -48,7 +48,8 @@ def notifying(store: Store, *urls: str, **kw: object) -> Iterator[Notifier]:
         yield notifier
     finally:
         loop.call_soon_threadsafe(stop.set)
-        thread.join(15)
+        thread.join(60)  # a loaded machine: its look in flight ends first
+        assert not thread.is_alive(), "the notifier did not stop"
         loop.close()
 
 

@@ -188,15 +188,12 @@ class Notifier:
                 except DurableAgentError as e:
                     log.warning("looking at %s failed (%s); again soon", self._where, e)
         finally:
-            watcher.cancel()
-            for lane in self._lanes.values():
-                if lane.task is not None:
-                    lane.task.cancel()
-            await asyncio.gather(
-                watcher,
-                *(lane.task for lane in self._lanes.values() if lane.task),
-                return_exceptions=True,
-            )
+            tasks = [watcher, *(lane.task for lane in self._lanes.values() if lane.task)]
+            for task in tasks:
+                task.cancel()
+            # A send in flight or the file watch's thread may take a while to notice: the
+            # notifier stops anyway (what was not marked sent is sent again by the next).
+            await asyncio.wait(tasks, timeout=5.0)
 
     async def _look(self, ids: set[str] | None) -> None:
         """Read the changed runs (None: every run), and the workers; dispatch what is due."""
