@@ -216,12 +216,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # A function making the agent: the worker enters it (starting the demo's MCP ticket
     # server) on its own loop, and again should the server's connection be lost.
     agent = functools.partial(demo_agent, root)
+    telling = _demo_notices(store, root)
     thread = WorkerThread(Worker(agent, store, backoff=2.0, grace=5.0, rescan=2.0)).start()
     try:
         return int(run_tui(store, hints=demo_hints(root)))
     finally:
+        if telling is not None:
+            telling[1].stop()
+            telling[0].close()
         if not thread.stop():
             print("agentrun demo: the worker did not stop in time", file=sys.stderr)
+
+
+def _demo_notices(store: FileStore, root: Path) -> Any:
+    """The demo's notifier, to a local webhook writing ``.demo/notices.log`` (SPEC §11):
+    said before the TUI starts; None, said too, without the notify extra."""
+    from ..notify import BadTargetError
+    from ..notify.local import demo_notices
+
+    path = root / ".demo" / "notices.log"
+    logging.getLogger("durableagent.notify").addHandler(logging.NullHandler())
+    logging.getLogger("durableagent.notify").propagate = False
+    try:
+        telling = demo_notices(store, path)
+    except BadTargetError as e:
+        print(f"no notices in this demo: {e}")
+        return None
+    print(f"notices (a run asking for approval, ...) go to {path}: tail -f it in another terminal")
+    return telling
 
 
 def register(sub: Any, parents: Parents) -> None:
