@@ -103,7 +103,14 @@ def test_a_store_url_names_its_schema_and_never_shows_its_password(schema: str):
             "SELECT table_name FROM information_schema.tables WHERE table_schema = %s ORDER BY 1",
             schema,
         )
-        assert [t[0] for t in tables] == ["attempts", "records", "runs", "schema_version"]
+        assert [t[0] for t in tables] == [
+            "attempts",
+            "notices",
+            "records",
+            "runs",
+            "schema_version",
+            "workers",
+        ]
     finally:
         store.close()
 

@@ -1,6 +1,6 @@
 """The audit of human oversight: every decision a human recorded in a store (approve, deny,
-reconcile, and the controls: cancel, pause, resume, budget, move), who made it, when, on which
-call, why, and what became of it.
+reconcile, retry, and the controls: cancel, pause, resume, budget, move), who made
+it, when, on which call, why, and what became of it.
 
 ``decisions(records)`` is a pure fold over one journal; ``audit(store)`` reads the journals
 that hold signals (the summaries count them), or one run's. Refused decisions are never
@@ -35,6 +35,7 @@ CONTROLS = {
     "budget": "budget",
     "move": "moved",
 }
+RETRIED = "retried"  # a failed run given a fresh count of worker attempts (agentrun retry)
 
 # What became of it.
 APPLIED = "applied"  # the run acted on it: the call ran, was refused, its result recorded, re-ran
@@ -168,6 +169,13 @@ def decisions(records: Sequence[Record], run_id: str = "") -> list[Decision]:
         elif name in CONTROLS:
             decision = CONTROLS[name]
             effect, note = APPLIED, _control_note(name, payload, r.seq, records)
+        elif name == "retry":
+            decision = RETRIED
+            again = next((s for ss in starts.values() for s in ss if s > r.seq), None)
+            if again is not None:
+                effect, note = APPLIED, f"a worker tried the run again (seq {again})"
+            else:
+                effect, note = PENDING, "the next worker that looks tries the run again"
         else:
             decision, effect, note = name or "?", UNKNOWN, "not a signal this version knows"
         out.append(

@@ -51,7 +51,8 @@ def signal(
 
     ``approve``/``deny`` take ``{"marker": m}``; ``reconcile`` takes a Reconcile (or its dict);
     ``cancel``, ``pause`` and ``resume`` take ``{}``; ``budget`` takes ``{"add": {...}}`` or
-    ``{"set": {...}}`` (keys as in Budget); ``move`` takes ``{"to": store}``. ``cancel``,
+    ``{"set": {...}}`` (keys as in Budget); ``move`` takes ``{"to": store}``; ``retry``
+    takes ``{}``. ``cancel``,
     ``pause`` and ``budget`` need a ``reason``. ``expect_seq`` pins the decision to the
     journal the human looked at: if its last seq is another, RunChangedError. Anything wrong
     raises (RunNotFoundError, SignalError) and writes nothing."""
@@ -285,6 +286,12 @@ def _check_resume(
         raise SignalError(run_id, f"run {run_id!r} is not paused; there is nothing to resume")
 
 
+def _check_retry(
+    run_id: str, step: str, payload: dict[str, Any], records: list[Record], index: StepIndex
+) -> None:
+    pass  # the record itself is the retry: any signal makes the workers count afresh
+
+
 def _budget(run_id: str, payload: Any) -> tuple[str, dict[str, Any]]:
     hows = [h for h in ("add", "set") if isinstance(payload, dict) and h in payload]
     if not isinstance(payload, dict) or len(hows) != 1 or len(payload) != 1:
@@ -334,5 +341,8 @@ _SIGNALS: dict[str, _Kind] = {
     "resume": _Kind(_nothing, _check_resume),
     "budget": _Kind(_budget, _check_budget, needs_reason=True),
     "move": _Kind(_move, _check_move),
+    # A human's "try again" (agentrun retry): its record makes the workers' failure count
+    # stale (worker/retry.py, Attempts.stale), so a failed run is retried.
+    "retry": _Kind(_nothing, _check_retry),
 }
 SIGNALS = tuple(_SIGNALS)

@@ -59,7 +59,7 @@ async def test_R_asks_naming_the_run_and_shows_the_workers_count(sample: Path) -
         assert "Retry refund-1041" in text and "y retry refund-1041" in text
 
 
-async def test_y_in_the_retry_dialog_clears_the_count_as_agentrun_retry_does(
+async def test_y_in_the_retry_dialog_records_a_retry_and_clears_the_count_as_agentrun_retry_does(
     sample: Path,
 ) -> None:
     journal = (sample / "refund-1041.jsonl").read_bytes()
@@ -74,7 +74,12 @@ async def test_y_in_the_retry_dialog_clears_the_count_as_agentrun_retry_does(
         await pilot.press("y")
         await until(pilot, lambda: not counted(sample, "refund-1041").exists())
         await until(pilot, lambda: "will be retried by the next worker" in screen_text(app))
-    assert (sample / "refund-1041.jsonl").read_bytes() == journal  # no record: a reset
+    # As agentrun retry: one retry signal appended (who asked), the rest of the journal kept.
+    after = (sample / "refund-1041.jsonl").read_bytes()
+    assert after.startswith(journal)
+    (added,) = FileStore(sample).load("refund-1041")[-1:]
+    assert added.type == "signal" and added.data["name"] == "retry" and added.data["by"]
+    assert after.count(b"\n") == journal.count(b"\n") + 1
 
 
 async def test_enter_and_esc_in_the_retry_dialog_change_nothing(sample: Path) -> None:

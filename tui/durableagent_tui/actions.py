@@ -96,6 +96,7 @@ def failure_state(store: Store, view: RunView) -> Failures | None:
 def retry_failed(store: Store, pin: Pin) -> str:
     """``agentrun retry``: give a failed run a fresh budget of worker attempts, if it is still
     failed as pinned. The one place the TUI resets attempts."""
+    from durableagent.people import login_name
     from durableagent.worker import reset_attempts
 
     now = view_store(store, pin.run_id)
@@ -103,6 +104,8 @@ def retry_failed(store: Store, pin: Pin) -> str:
         raise _changed(pin, f"it is now {now.status} at seq {now.last_seq}")
     if now.status != RunStatus.FAILED:
         raise DurableAgentError(f"run {pin.run_id} is {now.status}, not failed: nothing to retry")
+    # The journal's record of who asked (pinned to the seq the human saw), then the count.
+    signal(store, pin.run_id, "retry", {}, by=login_name(), expect_seq=pin.last_seq)
     reset_attempts(store, pin.run_id)
     return f"{pin.run_id} will be retried by the next worker that looks (within a second)"
 

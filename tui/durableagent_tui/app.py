@@ -36,6 +36,7 @@ from .runs_model import RunRows
 from .runs_table import RunsTable
 from .timeline import Timeline
 from .tracker import Changes, Followed, StoreTracker
+from .workers import Crew, WorkersScreen, crew_of
 
 _T = TypeVar("_T")
 
@@ -50,6 +51,7 @@ POLL_FACTOR = 20.0
 LEASE_S = 2.0  # a dead worker's lease makes no change notice
 PROBE_S = 5.0  # a change feed that lost its server says nothing: ask the store this often
 RETIME_S = 10.0
+WORKERS_S = 5.0  # the workers' registry is read this often (a worker beats every 5 s)
 
 
 def timeline_title(view: RunView | None, forks: tuple[str, ...]) -> Text:
@@ -100,6 +102,7 @@ class SupervisorApp(MarkedActions):
         Binding("d", "deny_marked", "Deny marked", show=False, id="deny_marked"),
         Binding("p", "plan", "Plan", id="plan"),
         Binding("f", "fork", "Fork", id="fork"),
+        Binding("w", "workers", "Workers", show=False, id="workers"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="clear_filter"),
         Binding("enter", "filter_done", "Done", priority=True, id="filter_done"),
         Binding("q", "quit", "Quit", id="quit"),
@@ -143,6 +146,7 @@ class SupervisorApp(MarkedActions):
         self.rescan_s = RESCAN_S
         self._last_jump: str | None = None
         self._jump_to: str | None = None  # a run to select once the table has it (a fork)
+        self.crew: Crew | None = None  # the store's workers as last read (live apps only)
 
     # -- layout ------------------------------------------------------------------------------
 
@@ -237,6 +241,8 @@ class SupervisorApp(MarkedActions):
         self.set_interval(LEASE_S, self._check_leases)
         self.set_interval(RETIME_S, self._retime)
         self.set_interval(PROBE_S, self._probe)
+        self.set_interval(WORKERS_S, self._look_workers)
+        self.call_later(self._look_workers)
         self.rescan_s = max(RESCAN_S, RESCAN_FACTOR * self.load_seconds)
         if self.poll:
             self._start_polling()
@@ -373,6 +379,8 @@ class SupervisorApp(MarkedActions):
                 table.move_cursor(row=0, animate=False)
             self._jump()
             self.header.set_counts(self.rows.counts)
+            if self.crew is not None:
+                self.header.set_workers(self.crew, self.rows.counts.get(RunStatus.READY, 0))
             if changes and not initial:
                 self.header.set_live(self.header.live, time.time())
             self._update_empty()
@@ -596,6 +604,45 @@ class SupervisorApp(MarkedActions):
             return True if self.selected is not None else None
         return True
 
+    async def _look_workers(self) -> None:
+        """Read who is working (off the loop); a registry that cannot be read leaves the
+        workers as last seen (the store's own trouble is said by the other reads)."""
+        store = self.tracker.store
+        if store is None:
+            return
+        try:
+            workers = await asyncio.to_thread(store.workers)
+        except Exception:
+            return
+        self.show_crew(crew_of(workers, self.clock()))
+
+    def show_crew(self, crew: Crew) -> None:
+        """Show the workers: the header's word, and each waiting ready run's note."""
+        self.crew = crew
+        with suppress(NoMatches):  # shutting down
+            self.header.set_workers(crew, self.rows.counts.get(RunStatus.READY, 0))
+            self.table.crew = crew
+            self.table.refresh()
+
+    def action_workers(self) -> None:
+        """The workers screen: who is registered in the store, live or gone."""
+
+        async def open_it() -> None:
+            store = self.tracker.store
+            if store is None:
+                self.notify("the store is not there yet; no worker has registered", markup=False)
+                return
+            try:
+                workers = await asyncio.to_thread(store.workers)
+            except Exception as e:
+                self.notify(f"cannot read the workers: {e}", severity="warning", markup=False)
+                return
+            crew = crew_of(workers, self.clock())
+            self.show_crew(crew)
+            self.push_screen(WorkersScreen(crew))
+
+        self.run_worker(open_it(), group="workers", exclusive=True, exit_on_error=False)
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.read_only))
 
@@ -621,6 +668,9 @@ class SupervisorApp(MarkedActions):
         yield SystemCommand("Next run needing a human", "Jump (n)", self.action_next_human)
         yield SystemCommand("Filter runs", "By run id or status (/)", self.action_filter)
         yield SystemCommand("Help", "Keys and statuses (?)", self.action_help)
+        yield SystemCommand(
+            "Workers", "Who is working on the store, live or gone (w)", self.action_workers
+        )
         if self.offers("plan"):
             yield SystemCommand(
                 "Recovery plan", "What the run's next attempt will do (p)", self.action_plan

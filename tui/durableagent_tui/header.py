@@ -12,6 +12,7 @@ from textual.widgets import Static
 from durableagent import RunStatus
 
 from .styles import LOOKS, ORDER, clock
+from .workers import Crew, header_text
 
 LIVE_STYLES = {
     "watching": ("◉", "green"),
@@ -43,6 +44,8 @@ class StoreHeader(Static):
         # What failed reading the store (not a lost server: a load or refresh that raised)
         # and since when, until a read works again.
         self.failing: tuple[str, float] | None = None
+        # What it says of the workers (None: nothing, as before any was read).
+        self.workers_note: Text | None = None
 
     def on_mount(self) -> None:
         self._draw()
@@ -69,6 +72,13 @@ class StoreHeader(Static):
         if last_change is not None:
             self.last_change = last_change
         self._draw()
+
+    def set_workers(self, crew: Crew, ready: int) -> None:
+        """Say how many workers are live, or that none is while ready runs wait."""
+        text = header_text(crew, ready)
+        if text != self.workers_note:
+            self.workers_note = text
+            self._draw()
 
     def set_unreachable(self, reason: str | None) -> None:
         """Say that the store does not answer, and why (None: it answers again). The reason
@@ -137,4 +147,7 @@ class StoreHeader(Static):
                 look = LOOKS[status]
                 counts.append("  ")
                 counts.append(f"{look.glyph} {n:,} {look.word}", style=look.style)
+        if self.workers_note is not None:
+            counts.append("  ·  ", style="dim")
+            counts.append_text(self.workers_note)
         self.update(Text("\n").join([top, counts]))

@@ -29,6 +29,7 @@ from .row_keys import ROW_KEYS
 from .runs_model import RunRows
 from .styles import LOOKS, status_text
 from .summaries import one_line
+from .workers import WARNING, Crew, waiting_note
 
 COLUMNS = (
     ("status", "status"),
@@ -157,6 +158,7 @@ class RunsTable(ScrollView, can_focus=True):
         self._widths = self.widths(80)
         self._last_width = 0
         self._now = clock()
+        self.crew: Crew | None = None  # the store's workers (a ready run says none is live)
 
     # -- what tests and the app ask ------------------------------------------------------------
 
@@ -332,6 +334,10 @@ class RunsTable(ScrollView, can_focus=True):
         if index == self.cursor_row:
             style = base + self.get_component_rich_style("runs-table--cursor")
         row = row_for(summary, self._now)
+        if summary.status == RunStatus.READY:
+            note = waiting_note(self.crew, summary, self._now)
+            if note is not None:
+                row = (*row[:-1], Text(note, style=WARNING))
         cells = {key: cell for (key, _), cell in zip(COLUMNS, row, strict=True)}
         marked = summary.run_id in self.model.marked
         return self._strip(cells, widths, style, width, marked)

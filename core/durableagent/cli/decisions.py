@@ -88,6 +88,9 @@ def cmd_retry(args: argparse.Namespace) -> int:
     view = view_store(store, args.run)
     if view.status != RunStatus.FAILED:
         raise Refused(f"run {args.run} is {view.status}, not failed: nothing to retry")
+    # The signal first: it is the journal's record of who asked, and it alone makes the
+    # failure count stale; clearing the count too keeps the store's bookkeeping tidy.
+    signal(store, args.run, "retry", {}, by=args.by, reason=args.reason)
     reset_attempts(store, args.run)
     print(f"run {args.run} will be retried by the next worker that looks (within a second)")
     return 0
@@ -124,13 +127,14 @@ def register(sub: Any, parents: Parents) -> None:
 
     s = sub.add_parser(
         "retry",
-        parents=[common],
+        parents=[common, by],
         help="let workers retry a failed run that used up its attempts",
         description=(
             "Workers retry a failed run with exponential backoff until it has failed "
             "--max-attempts times (one count for all workers, kept in the store), then leave "
-            "it failed. Fix the cause, then run this: it clears the count and the next worker "
-            "tries again within a second. Any new signal on the run clears it too."
+            "it failed. Fix the cause, then run this: it records a retry signal (--by, --reason) "
+            "in the journal, clears the count, and the next worker tries again within a "
+            "second. Any new signal on the run clears the count too."
         ),
     )
     s.add_argument("run", metavar="RUN", nargs="?")

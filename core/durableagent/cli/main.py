@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from .. import __version__
 from ..errors import DurableAgentError, StoreUnavailableError
 from ..people import login_name
-from . import completion, controls, decisions, operations, runs, serve, stores
+from . import completion, controls, decisions, notify, operations, runs, serve, stores, workers
 from .common import STORE_HELP, Refused, Usage, clean, default_store, parents
 
 
@@ -33,7 +33,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, metavar="STORE", help=STORE_HELP)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     shared = parents()
-    for family in (runs, decisions, controls, operations, serve, stores, completion):
+    for family in (
+        runs,
+        decisions,
+        controls,
+        operations,
+        serve,
+        stores,
+        workers,
+        notify,
+        completion,
+    ):
         family.register(sub, shared)
     # A usage error found after parsing is told with the command's own usage line.
     for command in sub.choices.values():

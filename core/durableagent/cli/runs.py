@@ -50,6 +50,7 @@ from .common import (
     with_iso,
 )
 from .controls import controls_dict, halt_line, pending_dict
+from .show_attempts import attempt_dict, attempt_lines, no_worker_line, owners
 
 # `show --follow` exits with this when the run stops for a human (awaiting_approval,
 # indeterminate, over_budget, failed), EXIT_STOPPED when a human stopped it (cancelled,
@@ -223,9 +224,13 @@ def _selected(args: argparse.Namespace, summaries: list[Summary]) -> list[Summar
 def _listing(args: argparse.Namespace, store: Store, summaries: list[Summary]) -> Iterator[str]:
     """What ``ls`` prints, in pieces: the table, or one JSON object per run."""
     runs = _selected(args, summaries)
+    held = owners(store, runs)
     if args.json:
         for i in range(0, len(runs), 1000):
-            yield "".join(dump(summary_dict(s)) + "\n" for s in runs[i : i + 1000])
+            yield "".join(
+                dump({**summary_dict(s), "owner": held.get(s.run_id)}) + "\n"
+                for s in runs[i : i + 1000]
+            )
         return
     if not runs:
         which = " with that status" if args.status else ""
@@ -242,7 +247,9 @@ def _listing(args: argparse.Namespace, store: Store, summaries: list[Summary]) -
             s.run_id,
             str(s.steps),
             str(s.model_calls),
-            one_line(s.waiting_on, 60) if s.waiting_on else "-",
+            one_line(s.waiting_on, 60)
+            if s.waiting_on
+            else (f"held by {one_line(held[s.run_id], 48)}" if s.run_id in held else "-"),
             ago(s.last_activity, now),
         )
         for s in runs
@@ -306,12 +313,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.follow:
         return _follow(args, store, view)
     forks = forks_of(store, view.run_id)
+    tried = store.attempts(view.run_id)
     if args.json:
-        print(dump(view_dict(view, forks=forks)))
+        print(dump({**view_dict(view, forks=forks), "attempts": [attempt_dict(a) for a in tried]}))
         return 0
     print(_header(view, forks))
     for r in view.records:
         print(timeline_line(r))
+    print()
+    print("\n".join(attempt_lines(tried)))
     print()
     _next_steps(store, view)
     return 0
@@ -364,6 +374,9 @@ def _follow(args: argparse.Namespace, store: Store, view: RunView) -> int:
     for r in view.records:
         fold.add(r)
     status = view.status
+    lonely = no_worker_line(store, status) if status not in follow.STOPS else None
+    if lonely is not None:  # said once; the follow goes on for when one starts
+        print(lonely, file=sys.stderr if args.json else sys.stdout, flush=True)
     if status not in follow.STOPS:
         status = asyncio.run(follow.follow_run(store, run_id, fold, on_record))
     final = view_store(store, run_id)

@@ -101,11 +101,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
             rescan=args.rescan,
             owner=args.owner,
             metrics=metrics,
+            heartbeat=args.heartbeat,
+            agent_name=args.agent,
         )
     except ValueError as e:
         raise Usage(str(e)) from None
     except TelemetryUnavailable as e:
         raise Refused(str(e)) from None
+    notifier = None
+    if args.notify:  # checked before anything serves: a bad URL is refused at start
+        from .notify import notifier_of
+
+        notifier = notifier_of(store, args.notify)
     if metrics is not None:
         try:
             port = metrics.serve(args.metrics_port, args.metrics_host)
@@ -121,7 +128,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         who = args.owner or f"pid {os.getpid()}"
         _say(args, f"agentrun worker: serving {describe(store)} ({who})")
-        await worker.serve(stop)
+        telling = None if notifier is None else asyncio.create_task(notifier.serve(stop))
+        try:
+            await worker.serve(stop)
+        finally:
+            stop.set()
+            if telling is not None:
+                await telling
         _say(args, "agentrun worker: stopped")
 
     try:
@@ -229,12 +242,34 @@ def cmd_demo(args: argparse.Namespace) -> int:
     # A function making the agent: the worker enters it (starting the demo's MCP ticket
     # server) on its own loop, and again should the server's connection be lost.
     agent = functools.partial(demo_agent, root)
+    telling = _demo_notices(store, root)
     thread = WorkerThread(Worker(agent, store, backoff=2.0, grace=5.0, rescan=2.0)).start()
     try:
         return int(run_tui(store, hints=demo_hints(root)))
     finally:
+        if telling is not None:
+            telling[1].stop()
+            telling[0].close()
         if not thread.stop():
             print("agentrun demo: the worker did not stop in time", file=sys.stderr)
+
+
+def _demo_notices(store: FileStore, root: Path) -> Any:
+    """The demo's notifier, to a local webhook writing ``.demo/notices.log`` (SPEC §11):
+    said before the TUI starts; None, said too, without the notify extra."""
+    from ..notify import BadTargetError
+    from ..notify.local import demo_notices
+
+    path = root / ".demo" / "notices.log"
+    logging.getLogger("durableagent.notify").addHandler(logging.NullHandler())
+    logging.getLogger("durableagent.notify").propagate = False
+    try:
+        telling = demo_notices(store, path)
+    except BadTargetError as e:
+        print(f"no notices in this demo: {e}")
+        return None
+    print(f"notices (a run asking for approval, ...) go to {path}: tail -f it in another terminal")
+    return telling
 
 
 def register(sub: Any, parents: Parents) -> None:
@@ -277,6 +312,19 @@ def register(sub: Any, parents: Parents) -> None:
         metavar="SECONDS",
         help="how long this worker may go without renewing a run's lease before another "
         "worker may take the run over (default 30)",
+    )
+    s.add_argument(
+        "--heartbeat",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="register in the store every N seconds (default 5; see 'agentrun workers')",
+    )
+    s.add_argument(
+        "--notify",
+        action="append",
+        metavar="URL",
+        help="also send notices to this Apprise URL (as 'agentrun notify --to URL')",
     )
     s.add_argument("-v", "--verbose", action="store_true", help="log every decision")
     s.add_argument(

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from ..fold import Summary
 from ..outcome import Outcome
 from ..record import Record
+from ..roster import NoticeRecord, WorkerInfo
 
 Check = Callable[[list[Record]], None]
 
@@ -202,6 +203,43 @@ class Store(Protocol):
         """Add a whole run: its lines as ``export_run`` gives them, and its attempts. False
         when the store already holds exactly these lines (nothing changes); RunConflictError
         when it holds the run with other records (nothing written)."""
+        ...
+
+    def beat(self, info: WorkerInfo) -> None:
+        """Register (or refresh) a worker: its registration replaces the owner's last one."""
+        ...
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every registered worker, live or gone, by owner; a registration that cannot be
+        read comes back with its ``problem`` set, and the others are still listed."""
+        ...
+
+    def forget_worker(self, owner: str) -> bool:
+        """Remove a worker's registration (its clean stop); False when there was none."""
+        ...
+
+    def claim_notice(
+        self,
+        run_id: str,
+        seq: int,
+        kind: str,
+        target: str,
+        *,
+        by: str,
+        stale_after: float = 60.0,
+    ) -> bool:
+        """Claim the notice (run, transition seq, kind, target) before sending it: True when
+        it was unclaimed, claimed by ``by`` itself (a refresh), or claimed ``stale_after``
+        seconds ago and never marked sent (its claimer died); False otherwise, and always
+        once it is marked sent."""
+        ...
+
+    def mark_notice(self, run_id: str, seq: int, kind: str, target: str) -> None:
+        """Record that the claimed notice was sent: nobody sends it again."""
+        ...
+
+    def notices(self, run_id: str) -> list[NoticeRecord]:
+        """The notices claimed or sent for the run, oldest claim first."""
         ...
 
     def close(self) -> None: ...

@@ -83,14 +83,21 @@ def reset_attempts(store: Store, run_id: str) -> bool:
     return store.clear_failures(run_id)
 
 
-def note_failure(store: Store, run_id: str, error: BaseException) -> int:
+def note_failure(
+    store: Store, run_id: str, error: BaseException, *, max_attempts: int | None = None
+) -> int:
     """Count one more failed attempt of ``run_id`` (shared by every worker on the store) and
-    return the count. Raises StoreError when the count cannot be written."""
+    return the count. With ``max_attempts``, the count says ``exhausted`` when this was the
+    last allowed try, so any process (a notifier) can tell the workers gave up. Raises
+    StoreError when the count cannot be written."""
     signals = _signals(store, run_id)
     failures = _failures_now(read_attempts(store, run_id), signals) + 1
     text = f"{type(error).__name__}: {error}"
     attempts = Attempts(failures, signals, time.time(), text, retry_after_of(error))
-    store.write_failures(run_id, attempts.__dict__)
+    record = dict(attempts.__dict__)
+    if max_attempts is not None and failures >= max_attempts:
+        record["exhausted"] = True
+    store.write_failures(run_id, record)
     return failures
 
 

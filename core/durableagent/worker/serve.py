@@ -35,10 +35,13 @@ from ..gate import Pending, PolicyGate
 from ..journal import steps_still_running
 from ..loop import AgentConfig
 from ..outcome import Outcome
+from ..roster import DEFAULT_HEARTBEAT
 from ..run import Config, run
 from ..signals import signal
 from ..stores import Store
+from ..stores.protocol import default_owner
 from ..telemetry import configure
+from .heartbeat import Heartbeat
 from .holder import Holder, Source, is_lost
 from .retry import (
     DEFAULT_BACKOFF,
@@ -117,6 +120,8 @@ class Worker:
         tracer_provider: Any = None,
         capture_content: bool = False,
         metrics: Any = None,
+        heartbeat: float = DEFAULT_HEARTBEAT,
+        agent_name: str = "",
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -157,12 +162,32 @@ class Worker:
         self.telemetry = configure(
             store, tracer_provider=tracer_provider, capture_content=capture_content, metrics=metrics
         )
+        # Its registration in the store (SPEC §11): beats every `heartbeat` seconds.
+        self.heartbeat = Heartbeat(
+            store,
+            owner or default_owner(),
+            lambda: list(self._running),
+            heartbeat=heartbeat,
+            agent=agent_name,
+            concurrency=concurrency,
+        )
 
     # -- public --------------------------------------------------------------------------
 
     async def serve(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop gracefully: no new run or step starts, steps in
-        flight get ``grace`` seconds to record their results, the rest are cancelled."""
+        flight get ``grace`` seconds to record their results, the rest are cancelled.
+        OwnerInUseError, before anything runs, when a live worker has this one's owner."""
+        await asyncio.to_thread(self.heartbeat.register)
+        beating = asyncio.create_task(self.heartbeat.run(stop))
+        try:
+            await self._serve_agent(stop)
+        finally:
+            beating.cancel()
+            await asyncio.gather(beating, return_exceptions=True)
+            await asyncio.to_thread(self.heartbeat.forget)
+
+    async def _serve_agent(self, stop: asyncio.Event) -> None:
         if self._holder is None:
             await self._serve(stop)
             return
@@ -452,7 +477,7 @@ class Worker:
         signals = _signals(self.store, run_id)
         failures = _failures_now(self._attempts(run_id), signals) + 1
         try:
-            note_failure(self.store, run_id, error)
+            note_failure(self.store, run_id, error, max_attempts=self.max_attempts)
             self._seen_failures.pop(run_id, None)
         except (DurableAgentError, OSError) as e:
             self._seen_failures[run_id] = Attempts(

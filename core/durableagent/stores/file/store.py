@@ -30,9 +30,11 @@ from ...fold import Summary
 from ...ids import check_run_id, valid_run_id
 from ...outcome import Outcome
 from ...record import Record, encode_line
+from ...roster import NoticeRecord, WorkerInfo
 from ..lines import parse_lines, split_journal
 from ..protocol import Attempt, Check, Lease, default_owner
 from . import logs
+from . import workers as registry
 from .fs import (
     KINDS,
     O_READ,
@@ -46,6 +48,7 @@ from .fs import (
 from .journals import JournalFiles, last_seq
 from .leases import LEASES_DIR, FileLease, LeaseKeeper
 from .logs import ATTEMPTS_DIR, AttemptLogs
+from .notices import Notices
 from .summaries import SummaryKeeper, Tip
 
 WORKER_DIR = ".worker"
@@ -94,6 +97,7 @@ class FileStore:
 
         self.leases = LeaseKeeper(self.journals, self.attempt_logs, lease_ttl, end)
         self.keeper = SummaryKeeper(self.journals, self.attempt_logs, self.leases)
+        self._notices = Notices(self.dir)
         self._tails: dict[str, tuple[int, int, int]] = {}  # load_since: run -> (seq, offset, ino)
 
     leases_die_with_holder = True  # a flock: the kernel holds it exactly while its holder lives
@@ -442,6 +446,41 @@ class FileStore:
     def clear_failures(self, run_id: str) -> bool:
         """Forget the run's failures; True when there were some."""
         return self.dir.remove(WORKER_DIR, f"{check_run_id(run_id)}.json")
+
+    # -- the workers' registry (see workers.py) ---------------------------------------------
+
+    def beat(self, info: WorkerInfo) -> None:
+        """Register or refresh a worker (``.workers/<owner>.json``, replaced atomically)."""
+        registry.beat(self.dir, info)
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every registered worker, live or gone; an unreadable one with its ``problem``."""
+        return registry.workers(self.dir)
+
+    def forget_worker(self, owner: str) -> bool:
+        """Remove a worker's registration; False when there was none."""
+        return registry.forget(self.dir, owner)
+
+    def claim_notice(
+        self,
+        run_id: str,
+        seq: int,
+        kind: str,
+        target: str,
+        *,
+        by: str,
+        stale_after: float = 60.0,
+    ) -> bool:
+        """Claim a notice before sending it (see notices.py); False when it is another's."""
+        return self._notices.claim(run_id, seq, kind, target, by=by, stale_after=stale_after)
+
+    def mark_notice(self, run_id: str, seq: int, kind: str, target: str) -> None:
+        """Record that a claimed notice was sent."""
+        self._notices.mark(run_id, seq, kind, target)
+
+    def notices(self, run_id: str) -> list[NoticeRecord]:
+        """The notices claimed or sent for the run."""
+        return self._notices.of(run_id)
 
     # -- moving runs between stores ----------------------------------------------------------
 

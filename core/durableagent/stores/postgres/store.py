@@ -36,6 +36,7 @@ from ...ids import check_run_id, valid_run_id
 from ...lineage import ForkedFrom
 from ...outcome import Outcome
 from ...record import Record
+from ...roster import NoticeRecord, WorkerInfo
 from ..lines import parse_lines
 from ..protocol import Attempt, Check, Lease, Store, default_owner
 from .append import (
@@ -61,6 +62,7 @@ from .connector import (
     parse_url,
 )
 from .lease import PgLease
+from .registry import Registry
 from .sql import QUERIES, SCHEMA_VERSION, migrations, schema_sql
 from .sql import bound as _q
 
@@ -113,6 +115,7 @@ class PostgresStore:
         conn.close()
         self._appender = Appender(self._db, self._channel, self._description)
         self._attempts = AttemptLog(self._db, self._channel, self._appender)
+        self._registry = Registry(self._db)
 
     @classmethod
     def from_url(
@@ -422,6 +425,43 @@ class PostgresStore:
     def clear_failures(self, run_id: str) -> bool:
         """Forget the run's failures; True when there were some."""
         return self._attempts.clear_failures(run_id)
+
+    # -- the workers' registry (see registry.py) -------------------------------------------
+
+    def beat(self, info: WorkerInfo) -> None:
+        """Register or refresh a worker (its row in ``workers``)."""
+        self._registry.beat(info)
+
+    def workers(self) -> list[WorkerInfo]:
+        """Every registered worker, live or gone."""
+        return self._registry.workers()
+
+    def forget_worker(self, owner: str) -> bool:
+        """Remove a worker's registration; False when there was none."""
+        return self._registry.forget_worker(owner)
+
+    def claim_notice(
+        self,
+        run_id: str,
+        seq: int,
+        kind: str,
+        target: str,
+        *,
+        by: str,
+        stale_after: float = 60.0,
+    ) -> bool:
+        """Claim a notice before sending it (its row in ``notices``)."""
+        return self._registry.claim_notice(
+            check_run_id(run_id), seq, kind, target, by=by, stale_after=stale_after
+        )
+
+    def mark_notice(self, run_id: str, seq: int, kind: str, target: str) -> None:
+        """Record that a claimed notice was sent."""
+        self._registry.mark_notice(check_run_id(run_id), seq, kind, target)
+
+    def notices(self, run_id: str) -> list[NoticeRecord]:
+        """The notices claimed or sent for the run."""
+        return self._registry.notices(check_run_id(run_id))
 
     # -- changes -----------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _NAME = re.compile(r"^-- name: ([a-z_]+)\n", re.MULTILINE)
 _PARAM = re.compile(r"%\((\w+)\)s")
 

@@ -209,3 +209,35 @@ COMMIT;
 
 -- name: rollback
 ROLLBACK;
+
+-- name: beat
+-- A worker's registration, replacing its last one.
+INSERT INTO workers (owner, info, beat_at) VALUES (%(owner)s, %(info)s, %(beat_at)s)
+ON CONFLICT (owner) DO UPDATE SET info = excluded.info, beat_at = excluded.beat_at;
+
+-- name: workers
+SELECT owner, info FROM workers ORDER BY owner;
+
+-- name: forget_worker
+DELETE FROM workers WHERE owner = %(owner)s;
+
+-- name: claim_notice
+-- Claim a notice: true when it was unclaimed, claimed by the same claimer (a refresh while
+-- it retries), or claimed and never marked sent before ``stale`` (its claimer died before
+-- sending, or between sending and marking). Never once it is marked sent.
+INSERT INTO notices (run_id, seq, kind, target, claimed_by, claimed_at)
+VALUES (%(run_id)s, %(seq)s, %(kind)s, %(target)s, %(by)s, %(at)s)
+ON CONFLICT (run_id, seq, kind, target) DO UPDATE
+    SET claimed_by = excluded.claimed_by, claimed_at = excluded.claimed_at
+    WHERE notices.sent_at IS NULL
+      AND (notices.claimed_by = excluded.claimed_by OR notices.claimed_at < %(stale)s)
+RETURNING true;
+
+-- name: mark_notice
+UPDATE notices SET sent_at = %(at)s
+WHERE run_id = %(run_id)s AND seq = %(seq)s AND kind = %(kind)s AND target = %(target)s;
+
+-- name: notices_of
+-- The notices recorded for one run (claimed or sent), oldest first.
+SELECT seq, kind, target, claimed_by, claimed_at, sent_at FROM notices
+WHERE run_id = %(run_id)s ORDER BY claimed_at;

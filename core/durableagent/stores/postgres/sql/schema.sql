@@ -1,4 +1,4 @@
--- The PostgresStore's tables and functions, schema version 3.
+-- The PostgresStore's tables and functions, schema version 4.
 --
 -- Run once per store, in one transaction, with search_path set to the store's schema (names
 -- here are unqualified on purpose: one file serves every schema). Every connection of a
@@ -70,6 +70,27 @@ CREATE TABLE attempts (
     ended text,
     outcome jsonb,
     PRIMARY KEY (run_id, number)
+);
+
+-- One row per worker process: its registration (roster.WorkerInfo as JSON), replaced at each
+-- beat, removed at its clean stop.
+CREATE TABLE workers (
+    owner text COLLATE "C" PRIMARY KEY,
+    info jsonb NOT NULL,
+    beat_at double precision NOT NULL
+);
+
+-- Each notice to a human (run, the seq of the transition it tells, kind, target): claimed
+-- before it is sent, marked sent after; a claim never marked may be taken again once stale.
+CREATE TABLE notices (
+    run_id text COLLATE "C" NOT NULL,
+    seq bigint NOT NULL,
+    kind text NOT NULL,
+    target text NOT NULL,
+    claimed_by text NOT NULL,
+    claimed_at double precision NOT NULL,
+    sent_at double precision,
+    PRIMARY KEY (run_id, seq, kind, target)
 );
 
 -- True while a run's lease is held: a holder whose expiry has not passed. A lease ends by
@@ -235,4 +256,4 @@ BEGIN
 END
 $$;
 
-INSERT INTO schema_version (version) VALUES (3);
+INSERT INTO schema_version (version) VALUES (4);
