@@ -37,7 +37,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "s03-read-treated-as-write": (
         "2. an unrecorded read treated as a write",
-        "journal.py",
+        "step_index.py",
         'return s is not None and isinstance(s.data, dict) and s.data.get("write") is True',
         "return s is not None",
     ),
@@ -209,7 +209,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "r15-last-result-wins": (
         "a later step.completed replaces the first one",
-        "journal.py",
+        "step_index.py",
         "            self.completed.setdefault(r.step, r)",
         "            self.completed[r.step] = r",
     ),
@@ -254,7 +254,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "m02-every-open-write-rerun": (
         "an unfinished write that is not idempotent runs again",
-        "journal.py",
+        "step_index.py",
         'data.get("write") is True and data.get("idempotent") is True\n',
         'data.get("write") is True\n',
     ),
@@ -422,7 +422,7 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "a09-late-deny-refuses-any-call": (
         "a deny that lands while the turn runs refuses whichever call starts next",
-        "journal.py",
+        "step_index.py",
         'if name == "deny" and payload.get("marker") == marker:',
         'if name == "deny":',
     ),
@@ -465,8 +465,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "a13-unrun-retry-applied": (
         "the audit calls a reconcile-retry applied before the write ran again",
         "audit.py",
-        "            if again is not None:",
-        "            if True:",
+        '            if again is not None:\n                effect, note = APPLIED, f"the write ran',
+        '            if True:\n                effect, note = APPLIED, f"the write ran',
     ),
     "a14-in-doubt-look-misses-a-late-commit": (
         "the look for an append in doubt reads before the lost session's commit lands",

@@ -17,7 +17,7 @@ from dataclasses import replace
 from .control import DEADLINE
 from .durations import exact_duration, format_duration
 from .gate import Pending, PolicyGate
-from .journal import StepIndex
+from .step_index import StepIndex
 from .steps import model_step, step_turn
 
 BY = DEADLINE  # who a lapsed approval's deny is by

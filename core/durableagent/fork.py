@@ -30,7 +30,6 @@ from .calls import marker_step, replies, requested_markers
 from .control import Controls
 from .errors import CorruptJournalError, ForkError, RunNotFoundError
 from .ids import check_run_id
-from .journal import StepIndex
 from .lineage import ForkedFrom, forked_from, unfinished_fork
 from .record import (
     RUN_COMPLETED,
@@ -41,6 +40,7 @@ from .record import (
     Record,
     signal_fields,
 )
+from .step_index import StepIndex
 from .steps import model_step, model_turn, tool_step
 from .stores import Check, Store, default_owner
 

@@ -23,10 +23,10 @@ from .budget import over_budget
 from .calls import Call, requested_calls
 from .control import Controls
 from .gate import PolicyGate
-from .journal import StepIndex
 from .messages import Message
 from .outcome import Outcome, Status
 from .record import RUN_COMPLETED, SIGNAL, Record, signal_fields
+from .step_index import StepIndex
 from .steps import model_step, model_turn, step_tool_name, step_turn
 
 

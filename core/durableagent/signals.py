@@ -18,9 +18,9 @@ from .calls import marker_for, marker_step, requested_call
 from .control import DEADLINE, Control
 from .errors import RunChangedError, RunNotFoundError, SignalError
 from .ids import check_run_id
-from .journal import Reconcile, StepIndex
 from .lineage import unfinished_fork
 from .record import RUN_COMPLETED, SIGNAL, Record, signal_fields
+from .step_index import Reconcile, StepIndex
 from .stores import Store
 
 _PAST = {"approve": "approved", "deny": "denied"}

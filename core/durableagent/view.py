@@ -12,7 +12,6 @@ from .errors import DurableAgentError, StoreUnavailableError
 from .fold import NEEDS_HUMAN, Fold, RunStatus
 from .gate import Pending
 from .ids import check_run_id
-from .journal import StepIndex
 from .lineage import ForkedFrom
 from .messages import Message, ToolCall
 from .outcome import Outcome
@@ -24,6 +23,7 @@ from .record import (
     STEP_STARTED,
     Record,
 )
+from .step_index import StepIndex
 from .stores import Store
 from .takeover import late_write_note
 
