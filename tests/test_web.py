@@ -75,7 +75,7 @@ def open_supervisor(pw: Any, browser: Chromium, url: str) -> tuple[Any, Terminal
 def filter_runs(page: Any, term: Terminal, text: str) -> None:
     """``/``, wait for the filter box (as a person would), then type."""
     page.keyboard.press("/")
-    term.wait_for(page, lambda t: "filter by run id" in t.runs_pane(), "the filter box")
+    term.wait_for(page, lambda t: "filter: words of a run id" in t.runs_pane(), "the filter box")
     page.keyboard.type(text)
 
 
