@@ -465,7 +465,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "a13-unrun-retry-applied": (
         "the audit calls a reconcile-retry applied before the write ran again",
         "audit.py",
-        '            if again is not None:\n                effect, note = APPLIED, f"the write ran',
+        "            if again is not None:\n"
+        '                effect, note = APPLIED, f"the write ran',
         '            if True:\n                effect, note = APPLIED, f"the write ran',
     ),
     "a14-in-doubt-look-misses-a-late-commit": (
