@@ -114,7 +114,7 @@ def test_agentrun_show_says_store_unavailable_when_the_server_goes_after_it_conn
     capsys: pytest.CaptureFixture[str],
 ):
     store, proxy = proxied
-    for module in ("runs", "common"):
+    for module in ("runs", "show", "common"):
         monkeypatch.setattr(f"durableagent.cli.{module}.store_of", lambda *a, **k: store)
     proxy.down()
     assert cli(["show", "r1"]) == 1
