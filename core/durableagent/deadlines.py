@@ -14,13 +14,10 @@ import time
 from collections.abc import Iterable
 from dataclasses import replace
 
-from .control import DEADLINE
 from .durations import exact_duration, format_duration
 from .gate import Pending, PolicyGate
 from .step_index import StepIndex
 from .steps import model_step, step_turn
-
-BY = DEADLINE  # who a lapsed approval's deny is by
 
 
 def with_deadlines(

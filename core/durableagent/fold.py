@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -47,6 +48,21 @@ NEEDS_HUMAN = frozenset(
         RunStatus.FAILED,
     }
 )
+
+
+def held_note(status: RunStatus, waiting_on: str) -> str:
+    """What a run whose lease is held waits on, given its status as if the lease were free
+    (what the stores keep): a cancel or a pause it is winding down after, else nothing. Both
+    stores read their summaries through this."""
+    halted = status in (RunStatus.CANCELLED, RunStatus.PAUSED)
+    return f"stopping: {waiting_on}" if halted else ""
+
+
+def approval_text(pending: Sequence[Pending], controls: Controls) -> str:
+    """``approve create_ticket (+1)``, and ``· then held: paused`` for a paused run."""
+    more = f" (+{len(pending) - 1})" if len(pending) > 1 else ""
+    held = " · then held: paused" if controls.paused is not None else ""
+    return (f"approve {pending[0].tool}{more}" if pending else "approval") + held
 
 
 @dataclass
@@ -196,10 +212,7 @@ class Fold:
         if status == RunStatus.INDETERMINATE:
             return f"reconcile {self.indeterminate}"
         if status == RunStatus.AWAITING_APPROVAL:
-            pending = self.pending(outcome)
-            more = f" (+{len(pending) - 1})" if len(pending) > 1 else ""
-            held = " · then held: paused" if self.controls.paused is not None else ""
-            return (f"approve {pending[0].tool}{more}" if pending else "approval") + held
+            return approval_text(self.pending(outcome), self.controls)
         return ""
 
     def to_json(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 from .calls import requested_calls
 from .control import Control, Controls
 from .errors import DurableAgentError, StoreUnavailableError
-from .fold import NEEDS_HUMAN, Fold, RunStatus
+from .fold import NEEDS_HUMAN, Fold, RunStatus, approval_text
 from .gate import Pending
 from .ids import check_run_id
 from .lineage import ForkedFrom
@@ -126,9 +126,7 @@ class RunView:
         if self.status == RunStatus.INDETERMINATE and self.indeterminate is not None:
             return f"reconcile {self.indeterminate.name}"
         if self.status == RunStatus.AWAITING_APPROVAL:
-            more = f" (+{len(self.pending) - 1})" if len(self.pending) > 1 else ""
-            held = " · then held: paused" if self.controls.paused is not None else ""
-            return (f"approve {self.pending[0].tool}{more}" if self.pending else "approval") + held
+            return approval_text(self.pending, self.controls)
         if self.status == RunStatus.MOVED:
             return f"moved to {self.moved_to}"
         if self.status in (RunStatus.CANCELLED, RunStatus.PAUSED) and self.halt is not None:

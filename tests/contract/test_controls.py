@@ -238,3 +238,21 @@ async def test_a_cancel_landing_while_a_read_runs_refuses_its_result_under_the_l
     assert out.status == Status.CANCELLED
     assert after(any_store, "c4", cancelled[0], STEP_STARTED) == []
     assert not any(r.type == "step.completed" and r.kind == "tool" for r in any_store.load("c4"))
+
+
+def test_a_held_run_says_it_is_stopping_after_a_cancel_or_a_pause(any_store: Store) -> None:
+    """The stores keep a run's summary as if its lease were free; while an attempt holds it
+    after a pause (or a cancel), the listing says the run is running and stopping, and why."""
+    from durableagent.testing import JournalWriter
+
+    j = JournalWriter(any_store, "h1", 1000.0)
+    j.start("look it up")
+    with j.attempt("host-a"):
+        signal(any_store, "h1", "pause", {}, by="ana", reason="vendor outage")
+        (row,) = [s for s in any_store.summaries() if s.run_id == "h1"]
+        assert row.status == RunStatus.RUNNING and row.stopping == "pause"
+        assert row.waiting_on.startswith("stopping: paused by ana at ")
+        assert row.waiting_on.endswith(": vendor outage")
+        assert view_store(any_store, "h1").waiting_on == row.waiting_on
+    (row,) = [s for s in any_store.summaries() if s.run_id == "h1"]
+    assert row.status == RunStatus.PAUSED and row.waiting_on.startswith("paused by ana at ")

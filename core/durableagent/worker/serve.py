@@ -20,7 +20,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from ..deadlines import BY as DEADLINE
+from ..control import DEADLINE
 from ..deadlines import lapse_reason, lapsed, next_deadline
 from ..errors import (
     DurableAgentError,

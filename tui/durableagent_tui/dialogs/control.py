@@ -7,22 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import ClassVar
 
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Input, Label, Static
 
 from durableagent import RunStatus, RunView
 from durableagent.control import budget_text
 
-from ..focus import focus_now
 from ..story import facts_grid
 from ..styles import LOOKS
-from .base import ActingDialog, action_button, keys_text, login_name, steady
+from .base import action_button, login_name
+from .typed import TypedDialog
 
 # Runs in a thread: (run id, control, by, reason) -> the toast text.
 Control = Callable[[str, str, str, str | None], str]
@@ -51,16 +48,8 @@ def effect(name: str, view: RunView) -> str:
     return "Lifts the pause: the next worker that looks picks it up again."
 
 
-class ControlDialog(ActingDialog):
+class ControlDialog(TypedDialog):
     """Asks once (``y``) before a cancel, a pause or a resume; the reason box has the focus."""
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("y", "confirm", "Yes", id="control.yes"),
-        # enter leaves the box as the key arrives (a priority binding runs before the next
-        # key is passed on): a y typed right after it confirms, and is no letter of the reason.
-        Binding("enter", "leave_box", show=False, priority=True, id="control.done"),
-        Binding("escape", "close", "Close", id="control.close"),
-    ]
 
     def __init__(
         self, view: RunView, name: str, control: Control, *, now: float | None = None
@@ -103,40 +92,12 @@ class ControlDialog(ActingDialog):
             yield Static(id="error", classes="error")
             yield Static(id="keys", classes="keys")
 
-    def on_mount(self) -> None:
-        steady(self)
-        focus_now(self.query_one("#reason", Input))
-        self._relabel()
-
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """While the reason box has the focus, ``y`` is a letter of the reason."""
-        return not (action == "confirm" and isinstance(self.focused, Input))
-
-    def _relabel(self) -> None:
-        verb = VERB[self.control_name].lower()
-        if isinstance(self.focused, Input):
-            keys = keys_text(("enter", "done typing"), ("esc", "close"))
-        else:
-            keys = keys_text(
-                ("y", f"{verb} {self.view.run_id}"), ("tab", "reason"), ("esc", "close")
-            )
-        self.query_one("#keys", Static).update(keys)
+    @property
+    def confirms(self) -> str:
+        return f"{self.control_name} {self.view.run_id}"
 
     def _reason(self) -> str | None:
         return self.query_one("#reason", Input).value.strip() or None
-
-    def action_leave_box(self) -> None:
-        """enter leaves the box: it never writes (only ``y`` or the button does)."""
-        self.set_focus(None)
-        self._relabel()
-
-    @on(Input.Changed, "#reason")
-    @on(Input.Blurred, "#reason")
-    def _moved(self) -> None:
-        self._relabel()
-
-    def on_descendant_focus(self) -> None:
-        self._relabel()
 
     def action_confirm(self) -> None:
         reason = self._reason()
@@ -146,14 +107,3 @@ class ControlDialog(ActingDialog):
         self.submit(
             partial(self.control, self.view.run_id, self.control_name, login_name(), reason)
         )
-
-    @on(Button.Pressed, "#yes")
-    def _yes(self) -> None:
-        self.action_confirm()
-
-    @on(Button.Pressed, "#no")
-    def _no(self) -> None:
-        self.dismiss(None)
-
-    def action_close(self) -> None:
-        self.dismiss(None)

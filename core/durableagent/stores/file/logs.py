@@ -20,7 +20,7 @@ import threading
 from typing import Any
 
 from ...errors import StoreError
-from ...fold import RunStatus, Summary
+from ...fold import RunStatus, Summary, held_note
 from ...gate import Pending
 from ...lineage import ForkedFrom
 from ...outcome import Outcome
@@ -281,7 +281,6 @@ def joined(row: Row) -> str:
 
 _STATUS = {str(s): s for s in RunStatus}
 _SETTLED = (RunStatus.COMPLETED, RunStatus.CORRUPT)
-_HALTED = (RunStatus.CANCELLED, RunStatus.PAUSED)  # held: running, and stopping for these
 
 
 _new = tuple.__new__  # a listing turns 100,000 rows into summaries: no per-field defaults
@@ -298,8 +297,7 @@ def summary_of(row: Row, leased: bool, note: str = "") -> Summary:
     # is "corrupt" only until its copy is whole, and its forker holds the lease meanwhile.
     controls = _unesc(row[15])
     if leased and (status not in _SETTLED or (status == RunStatus.CORRUPT and origin)):
-        if not note and status in _HALTED:
-            note = f"stopping: {_unesc(row[8])}"  # a cancel or pause; the attempt winds down
+        note = note or held_note(status, _unesc(row[8]))
         fields: tuple[Any, ...] = (
             row[0], RunStatus.RUNNING, int(row[3]), int(row[4]), started, last, int(row[7]),
             note, "", _unesc(row[10]), True, (), None, int(row[13]), origin, controls,

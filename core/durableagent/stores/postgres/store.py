@@ -30,7 +30,7 @@ from ...errors import (
     StoreError,
     StoreUnavailableError,
 )
-from ...fold import RunStatus, Summary, corrupt_summary, summarize
+from ...fold import RunStatus, Summary, corrupt_summary, held_note, summarize
 from ...gate import Pending
 from ...ids import check_run_id, valid_run_id
 from ...lineage import ForkedFrom
@@ -585,7 +585,6 @@ def _ddl(name: str, schema: sql.Identifier) -> sql.Composed:
 
 _STATUS = {str(s): s for s in RunStatus}
 _SETTLED = (RunStatus.COMPLETED, RunStatus.CORRUPT)
-_HALTED = (RunStatus.CANCELLED, RunStatus.PAUSED)  # held: running, and stopping for these
 
 
 _new = tuple.__new__  # a listing turns 100,000 rows into summaries: no per-field defaults
@@ -604,8 +603,7 @@ def _summary_from(row: Sequence[Any]) -> Summary | None:
     controls = controls or ""
     fields: tuple[Any, ...]
     if held and status not in _SETTLED:
-        # A cancel or pause: the attempt winds down (Summary.stopping says which).
-        note = f"stopping: {waiting}" if status in _HALTED else ""
+        note = held_note(status, waiting)
         fields = (run_id, RunStatus.RUNNING, steps, calls, started, last, last_seq, note, "",
                   answer, True, (), None, signals, origin, controls)  # fmt: skip
     else:
