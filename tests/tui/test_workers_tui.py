@@ -4,6 +4,7 @@ source is off (make_app); the workers are injected as the app reads them."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tuihelpers import loaded, make_app, screen_text, until
@@ -98,3 +99,33 @@ async def test_the_palette_offers_the_workers_screen(tmp_path: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
         assert "Workers" in [c.title for c in app.get_system_commands(app.screen)]
+
+
+async def test_an_owner_filter_selects_the_runs_the_live_workers_hold(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    store = FileStore(root)
+    for rid in ("run-a", "run-b", "run-c"):
+        submit(store, rid, [Message("user", "hello")])
+    with store.lease("run-a", owner="host-a:1"), store.lease("run-b", owner="host-b:1"):
+        now = time.time()
+        app = make_app(root, clock=lambda: now)
+        async with app.run_test(size=SIZE) as pilot:
+            await loaded(pilot)
+            app.set_filter("owner:host-a*")  # before any beat is read: no run has an owner
+            await pilot.pause()
+            assert app.rows.shown == []
+            crew = [
+                worker("host-a:1", now, runs=("run-a",)),
+                worker("host-b:1", now, runs=("run-b",)),
+            ]
+            app.show_crew(crew_of(crew, now))
+            await pilot.pause()
+            assert app.rows.shown == ["run-a"]
+            assert "run-a" in screen_text(app) and "run-b" not in screen_text(app)
+            app.set_filter("-owner:host-a*")
+            await pilot.pause()
+            assert sorted(app.rows.shown) == ["run-b", "run-c"]
+            # host-a's worker is gone (its last beat long ago): it holds nothing now.
+            app.show_crew(crew_of([worker("host-a:1", now - 3600, runs=("run-a",))], now))
+            await pilot.pause()
+            assert sorted(app.rows.shown) == ["run-a", "run-b", "run-c"]

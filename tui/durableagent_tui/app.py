@@ -619,9 +619,14 @@ class SupervisorApp(MarkedActions):
     def show_crew(self, crew: Crew) -> None:
         """Show the workers: the header's word, and each waiting ready run's note."""
         self.crew = crew
+        refiltered = self.rows.set_owners(crew.holders)  # for a filter's owner: terms
         with suppress(NoMatches):  # shutting down
             self.header.set_workers(crew, self.rows.counts.get(RunStatus.READY, 0))
             self.table.crew = crew
+            if refiltered:
+                with self.batch_update():
+                    self.table.rows_changed(top_if_gone=True)
+                    self._update_empty()
             self.table.refresh()
 
     def action_workers(self) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from durableagent import NEEDS_HUMAN, RunStatus, Summary
 
@@ -21,7 +21,6 @@ from .run_filter import RunFilter, parse_filter
 from .styles import LOOKS, RANK
 
 SortKey = tuple[int, float, str]
-_NO_OWNERS: dict[str, str] = {}  # the TUI knows no lease holder: an owner: term matches none
 RESORT_SHARE = 0.02  # a batch changing more than this share of the runs sorts them once
 
 
@@ -47,6 +46,9 @@ class RunRows:
         self.counts: Counter[RunStatus] = Counter()
         self.filter = ""
         self.marked: set[str] = set()  # runs marked for an action on all of them
+        # Who holds each running run, as the workers' last beats say (set_owners): what the
+        # filter's owner: terms read.
+        self.owners: Mapping[str, str] = {}
         self._filter = RunFilter("")
         # A term's matches among every run (see _matching), until the runs change.
         self._term_cache: dict[str, tuple[list[str], frozenset[str]]] = {}
@@ -196,15 +198,28 @@ class RunRows:
         self._filter = new
         self.filter = new.text
 
+    def set_owners(self, owners: Mapping[str, str]) -> bool:
+        """Who holds each running run (run id → owner name, from the workers' beats), for
+        the filter's ``owner:`` terms. True when the runs shown changed."""
+        if owners == self.owners:
+            return False
+        self.owners = dict(owners)
+        if not self._filter.query.uses_owner:
+            return False
+        old = self.shown
+        self.shown = self._matching(self.order, self._filter)
+        return self.shown != old
+
     def _matches(self, rid: str) -> bool:
-        return self._filter.matches(self.summaries[rid], self._hay[rid], self.clock(), {})
+        s = self.summaries[rid]
+        return self._filter.matches(s, self._hay[rid], self.clock(), self.owners)
 
     def _matching(self, rows: list[str], f: RunFilter) -> list[str]:
         """The ``rows`` that ``f`` selects, in their order. Term by term, each on what the
         ones before left: first the terms whose matches among every run are known from an
         earlier keystroke (a set lookup each), then the bare words, then the new terms. A term
         tested on every run is remembered until the runs change (not an age term: its
-        matches move with the clock)."""
+        matches move with the clock; nor an owner term: they move with the workers' beats)."""
         hay, summaries, cache = self._hay, self.summaries, self._term_cache
         terms = f.query.terms
         known = [t for t in terms if t.text in cache]
@@ -217,14 +232,14 @@ class RunRows:
         for t in terms:
             if t.text in cache:
                 continue
-            test, negated, owners = t.test, t.negated, _NO_OWNERS
+            test, negated, owners = t.test, t.negated, self.owners
             everyone = rows is self.order
             if t.field == "tool":  # tested on the runs waiting on a tool only
                 hits = {rid for rid in self._waiting if test(summaries[rid], now, owners)}
                 rows = [rid for rid in rows if (rid in hits) != negated]
             else:
                 rows = [rid for rid in rows if test(summaries[rid], now, owners) != negated]
-            if everyone and t.field != "age":
+            if everyone and t.field not in ("age", "owner"):
                 cache[t.text] = (rows, frozenset(rows))
         return rows if rows is not self.order else list(rows)
 

@@ -36,6 +36,11 @@ class Crew:
         return [w for w in self.workers if w.live(self.read_at)]
 
     @property
+    def holders(self) -> dict[str, str]:
+        """Run id → the owner of the live worker whose last beat said it holds the run."""
+        return {rid: w.owner for w in self.live for rid in w.runs}
+
+    @property
     def none_live_since(self) -> float | None:
         if self.live:
             return None
