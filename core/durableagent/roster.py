@@ -19,6 +19,7 @@ from .errors import DurableAgentError
 
 DEFAULT_HEARTBEAT = 5.0
 LIVE_BEATS = 3  # a worker is live while its last beat is younger than this many heartbeats
+GONE_KEPT = 24 * 3600.0  # a gone worker is listed this long, then a starting worker forgets it
 
 
 class OwnerInUseError(DurableAgentError):
@@ -168,6 +169,14 @@ def file_name(owner: str) -> str:
 def owner_of_file(stem: str) -> str:
     """The owner a registration's file name (without ``.json``) stands for."""
     return unquote(stem)
+
+
+def long_gone(workers: list[WorkerInfo], now: float | None = None) -> list[WorkerInfo]:
+    """The registrations whose last beat is older than GONE_KEPT (a worker killed, never
+    stopped cleanly): kept that long for the on-call engineer, then forgotten. An
+    unreadable one is kept (it is said until someone mends or removes it)."""
+    now = time.time() if now is None else now
+    return [w for w in workers if w.problem is None and now - w.beat_at > GONE_KEPT]
 
 
 def live_workers(workers: list[WorkerInfo], now: float | None = None) -> list[WorkerInfo]:

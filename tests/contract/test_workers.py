@@ -14,7 +14,7 @@ import pytest
 
 from durableagent import Agent, AgentConfig, Message, PolicyGate, ScriptedModel, Store
 from durableagent.cli.main import main
-from durableagent.roster import OwnerInUseError, WorkerInfo, this_process
+from durableagent.roster import GONE_KEPT, OwnerInUseError, WorkerInfo, this_process
 from durableagent.worker import Worker
 
 
@@ -117,6 +117,29 @@ def test_a_gone_workers_owner_may_be_taken_again(any_store: Store) -> None:
     any_store.beat(info("restarted", ago=60))
     serve_briefly(Worker(agent(), any_store, owner="restarted", heartbeat=0.1), 0.2)
     assert any_store.workers() == []
+
+
+def test_a_starting_worker_forgets_the_workers_gone_for_more_than_a_day(
+    any_store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    any_store.beat(info("killed-yesterday", ago=GONE_KEPT + 60))
+    any_store.beat(info("killed-an-hour-ago", ago=3600))
+    any_store.beat(info("live-elsewhere", ago=1))
+    worker = Worker(agent(), any_store, owner="starting", heartbeat=0.1)
+
+    async def go() -> list[str]:
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.serve(stop))
+        await asyncio.sleep(0.3)
+        owners = sorted(w.owner for w in await asyncio.to_thread(any_store.workers))
+        stop.set()
+        await task
+        return owners
+
+    with caplog.at_level("INFO", logger="durableagent.worker"):
+        seen = asyncio.run(go())
+    assert seen == ["killed-an-hour-ago", "live-elsewhere", "starting"]
+    assert "forgot 1 worker gone for more than 1d: killed-yesterday" in caplog.text
 
 
 def test_a_worker_killed_on_this_host_does_not_hold_its_name(any_store: Store) -> None:

@@ -70,7 +70,8 @@ def register(sub: Any, parents: Parents) -> None:
         description=(
             "List the workers of the store: owner, host:pid, agent, version, how long it has "
             "been up, its last heartbeat, the runs it holds, and live (a beat within three "
-            "heartbeats) or gone. A worker removes itself when it stops cleanly."
+            "heartbeats) or gone. A worker removes itself when it stops cleanly; one killed is "
+            "listed as gone for a day, then the next worker to start forgets it."
         ),
     )
     s.set_defaults(fn=cmd_workers)

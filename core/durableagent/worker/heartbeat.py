@@ -12,8 +12,17 @@ import logging
 import sys
 from collections.abc import Callable
 
+from ..durations import format_duration
 from ..errors import DurableAgentError
-from ..roster import OwnerInUseError, same_process, still_running, this_process
+from ..roster import (
+    GONE_KEPT,
+    OwnerInUseError,
+    WorkerInfo,
+    long_gone,
+    same_process,
+    still_running,
+    this_process,
+)
 from ..stores import Store
 
 log = logging.getLogger("durableagent.worker")
@@ -67,6 +76,26 @@ class Heartbeat:
             if still_running(other):
                 raise OwnerInUseError(self.info.owner, other)
         self.beat()
+        self._forget_long_gone(others)
+
+    def _forget_long_gone(self, others: list[WorkerInfo]) -> None:
+        """Forget the registrations of workers gone longer than GONE_KEPT (killed, never
+        stopped cleanly), so the registry holds the recent past, not every worker ever."""
+        gone = [w for w in long_gone(others) if w.owner != self.info.owner]
+        try:
+            for w in gone:
+                self.store.forget_worker(w.owner)
+        except DurableAgentError as e:
+            log.warning("cannot forget the workers gone long ago (%s)", e)
+            return
+        if gone:
+            log.info(
+                "forgot %d worker%s gone for more than %s: %s",
+                len(gone),
+                "" if len(gone) == 1 else "s",
+                format_duration(GONE_KEPT),
+                ", ".join(w.owner for w in gone),
+            )
 
     def beat(self) -> None:
         """Tell the store this worker is alive, and what it holds. A registration under
