@@ -4,14 +4,14 @@ Tables (``sql/schema.sql``, in the store's schema): ``runs`` (a row per run: the
 tip, its status fold and status line, the last outcome, the lease, the failure bookkeeping),
 ``records`` (each journal line exactly as the FileStore writes it), ``attempts`` and
 ``schema_version``. Queries are named in ``sql/queries.sql``; connections come from
-``pg_connector.py``; appends are ``pg_append.py``'s (one round trip, two with a check); a
-lease is a ``pg_lease.PgLease``; attempts, outcomes and failure counts are ``pg_attempts.py``'s.
+``connector.py``; appends are ``append.py``'s (one round trip, two with a check); a lease is a
+``lease.PgLease``; attempts, outcomes and failure counts are ``attempts.py``'s; the workers and
+notices ``registry.py``'s; the change feed is ``feed.py``, moving runs ``moving.py`` and a
+summary row ``summary_rows.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -20,20 +20,16 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
 from ...errors import (
     DurableAgentError,
     LeaseLostError,
     RunBusyError,
-    RunConflictError,
     StoreError,
     StoreUnavailableError,
 )
-from ...fold import RunStatus, Summary, corrupt_summary, held_note, summarize
-from ...gate import Pending
-from ...ids import check_run_id, valid_run_id
-from ...lineage import ForkedFrom
+from ...fold import Summary, corrupt_summary, summarize
+from ...ids import check_run_id
 from ...outcome import Outcome
 from ...record import Record
 from ...roster import NoticeRecord, WorkerInfo
@@ -50,7 +46,7 @@ from .append import (
     state_of,
     summary_args,
 )
-from .attempts import AttemptLog, attempt_args
+from .attempts import AttemptLog
 from .connector import (
     LOST,
     Connection,
@@ -61,10 +57,13 @@ from .connector import (
     describe,
     parse_url,
 )
+from .feed import change_feed
 from .lease import PgLease
+from .moving import export_run, import_run
 from .registry import Registry
 from .sql import QUERIES, SCHEMA_VERSION, migrations, schema_sql
 from .sql import bound as _q
+from .summary_rows import summary_from
 
 log = logging.getLogger("durableagent.stores.postgres")
 
@@ -270,7 +269,7 @@ class PostgresStore:
             out: list[Summary | None] = []
             with conn.cursor(binary=True) as cur:
                 for row in cur.stream(*_q("summaries"), size=5000):
-                    summary = _summary_from(row)
+                    summary = summary_from(row)
                     if summary is None:
                         missing.append((len(out), row[0], bool(row[-1])))
                     out.append(summary)
@@ -287,7 +286,7 @@ class PostgresStore:
         row = self._db.read("reading a run", lambda c: c.execute(*_q("summary", args)).fetchone())
         if row is None:
             return None
-        return _summary_from(row) or self._rebuild_summary(run_id, bool(row[-1]))
+        return summary_from(row) or self._rebuild_summary(run_id, bool(row[-1]))
 
     def _rebuild_summary(self, run_id: str, held: bool) -> Summary:
         """A summary that is missing, from the journal; saved back unless the run moved
@@ -465,115 +464,28 @@ class PostgresStore:
 
     # -- changes -----------------------------------------------------------------------------
 
-    async def changes(self, *, rescan: float = 30.0) -> AsyncIterator[set[str]]:
-        """Sets of run ids whose journal, lease, attempts or failure count changed: NOTIFY
-        (a hint: a payload is a run id), every run once the feed is up and after each
-        reconnect (notifications sent while it was down are lost), and every run at least
-        every ``rescan`` seconds (a lease that expires, or whose holder died, changes no row
-        and sends nothing: only a look sees it)."""
-        delay = 0.1
-        listen = sql.SQL("LISTEN {}").format(sql.Identifier(self._channel))
-        while True:
-            conn: psycopg.AsyncConnection[Any] | None = None
-            try:
-                conn = await psycopg.AsyncConnection.connect(self._db.target.dsn, **self._db.kwargs)
-                await conn.execute(listen)
-                everything = set(await asyncio.to_thread(self.run_ids))
-                if delay > 0.1:
-                    log.warning("change feed of %s is back", self._description)
-                delay = 0.1
-                yield everything
-                last_full = time.monotonic()
-                while True:
-                    wait = max(0.0, last_full + rescan - time.monotonic())
-                    ids: set[str] = set()
-                    async for n in conn.notifies(timeout=wait, stop_after=1):
-                        ids.add(n.payload)
-                    if ids:  # a burst: take what else arrived with it
-                        async for n in conn.notifies(timeout=0.005):
-                            ids.add(n.payload)
-                    if time.monotonic() - last_full >= rescan:
-                        ids |= set(await asyncio.to_thread(self.run_ids))
-                        last_full = time.monotonic()
-                    ids = {i for i in ids if valid_run_id(i)}
-                    if ids:
-                        yield ids
-            except (psycopg.OperationalError, psycopg.InterfaceError, StoreUnavailableError) as e:
-                if delay == 0.1:
-                    log.warning(
-                        "change feed of %s lost (%s); reconnecting",
-                        self._description,
-                        self._db.why(e),
-                    )
-                await asyncio.sleep(delay)
-                delay = min(5.0, delay * 2)
-            finally:
-                if conn is not None:
-                    await conn.close()
+    def changes(self, *, rescan: float = 30.0) -> AsyncIterator[set[str]]:
+        """Sets of run ids whose journal, lease, attempts or failure count changed (LISTEN /
+        NOTIFY, every run once the feed is up and at least every ``rescan`` seconds: see
+        feed.py)."""
+        return change_feed(self._db, self._channel, self.run_ids, rescan=rescan)
 
     # -- moving runs between stores ----------------------------------------------------------
 
     def export_run(self, run_id: str) -> list[bytes]:
         """The run's journal lines exactly as stored (without newlines), every crc and seq
         checked (CorruptJournalError names the first bad line); [] for an unknown run."""
-        args = {"run_id": check_run_id(run_id)}
-        lines = self._db.read("exporting a run", lambda c: lines_of(c, "load", args))
-        parse_lines(run_id, lines)
-        return lines
+        return export_run(self._db, check_run_id(run_id))
 
     def import_run(self, run_id: str, lines: list[bytes], attempts: list[Attempt]) -> bool:
         """Add a whole run (its journal lines as another store exported them, and its
         attempts) in one transaction. False when the store already holds exactly these
         lines (nothing changes); StoreError when it holds the run with other records."""
         check_run_id(run_id)
-        records = parse_lines(run_id, lines)
-        if not records:
-            return False
-        outcome = next((a.outcome for a in reversed(attempts) if a.outcome), None)
-        f = fold_of(records)
         try:
-            with self._db.connection() as conn, conn.transaction():
-                last_seq = row_of(conn.execute(*_q("lock_state", {"run_id": run_id})))[0]
-                if last_seq:
-                    there = lines_of(conn, "load", {"run_id": run_id})
-                    if there == lines:
-                        return False
-                    raise RunConflictError(run_id, self._description, len(there), len(lines))
-                with conn.cursor() as cur:
-                    record = QUERIES["import_record"]
-                    cur.executemany(
-                        record.sql,
-                        [
-                            record.values({"run_id": run_id, "seq": r.seq, "line": line})
-                            for r, line in zip(records, lines, strict=True)
-                        ],
-                    )
-                    cur.execute(*_q("clear_attempts", {"run_id": run_id}))
-                    attempt = QUERIES["import_attempt"]
-                    cur.executemany(
-                        attempt.sql, [attempt.values(attempt_args(run_id, a)) for a in attempts]
-                    )
-                    cur.execute(
-                        *_q(
-                            "import_run",
-                            {
-                                "run_id": run_id,
-                                "last_seq": records[-1].seq,
-                                "fold": dumps(f.to_json()),
-                                "outcome": None if outcome is None else Jsonb(outcome.to_dict()),
-                                "epoch": max((a.epoch for a in attempts), default=0),
-                                **summary_args(run_id, f, outcome),
-                            },
-                        )
-                    )
-                    cur.execute(*_q("notify", {"channel": self._channel, "run_id": run_id}))
-        except LOST as e:
-            raise self._db.unavailable(f"importing run {run_id!r}", e) from None
-        except psycopg.Error as e:
-            raise self._db.failed(f"importing run {run_id!r}", e) from None
+            return import_run(self._db, self._channel, run_id, lines, attempts)
         finally:
             self._appender.forget(run_id)
-        return True
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -581,38 +493,6 @@ class PostgresStore:
 
 def _ddl(name: str, schema: sql.Identifier) -> sql.Composed:
     return sql.SQL(QUERIES[name].sql).format(schema=schema)
-
-
-_STATUS = {str(s): s for s in RunStatus}
-_SETTLED = (RunStatus.COMPLETED, RunStatus.CORRUPT)
-
-
-_new = tuple.__new__  # a listing turns 100,000 rows into summaries: no per-field defaults
-
-
-def _summary_from(row: Sequence[Any]) -> Summary | None:
-    """A ``summaries`` row as a Summary; None when the run's summary is missing. The stored
-    status is as if the lease were free: a held lease makes it running (as file_logs'
-    summary_of does for the FileStore's index)."""
-    (run_id, status, steps, calls, started, last, last_seq, waiting, error, answer, pending,
-     indeterminate, signals, forked, controls, held) = row  # fmt: skip
-    if status is None:
-        return None
-    status = _STATUS[status]
-    origin = ForkedFrom.from_dict(json.loads(forked)) if forked else None
-    controls = controls or ""
-    fields: tuple[Any, ...]
-    if held and status not in _SETTLED:
-        note = held_note(status, waiting)
-        fields = (run_id, RunStatus.RUNNING, steps, calls, started, last, last_seq, note, "",
-                  answer, True, (), None, signals, origin, controls)  # fmt: skip
-    else:
-        waiting_calls = tuple(Pending.from_dict(p) for p in json.loads(pending)) if pending else ()
-        fields = (run_id, status, steps, calls, started, last, last_seq, waiting, error, answer,
-                  bool(held), waiting_calls, indeterminate, signals, origin,
-                  controls)  # fmt: skip
-    summary: Summary = _new(Summary, fields)
-    return summary
 
 
 def _is_a_store(store: PostgresStore, lease: PgLease) -> tuple[Store, Lease]:
