@@ -92,9 +92,9 @@ def test_only_the_file_store_imports_watchfiles_and_no_core_module_imports_ui():
         text = path.read_text()
         for ui in ("textual", "rich", "durableagent_tui"):
             assert f"\nimport {ui}" not in text and f"\nfrom {ui}" not in text, path
-        if path.relative_to(CORE).as_posix() != "stores/file/store.py":
+        if path.relative_to(CORE).as_posix() != "stores/file/feed.py":
             assert "import watchfiles" not in text and "from watchfiles" not in text, path
-        else:  # only inside FileStore.changes(), never at import
+        else:  # only inside the change feed, never at import
             assert "\nimport watchfiles" not in text and "\nfrom watchfiles" not in text
 
 

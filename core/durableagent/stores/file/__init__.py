@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
-from .store import WORKER_DIR, FileStore, run_of_path
+from .failures import WORKER_DIR
+from .feed import run_of_path
+from .store import FileStore
 
 __all__ = ["WORKER_DIR", "FileStore", "run_of_path"]

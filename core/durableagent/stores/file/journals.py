@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 from ...errors import CorruptJournalError, StoreError
 from ...ids import check_run_id
-from ...record import LineError, Record, line_seq
+from ...record import LineError, Record, encode_line, line_seq
 from ..lines import parse_lines, split_journal
 from .fs import O_READ, StoreDir, count_lines, pread_all
 
@@ -106,3 +106,25 @@ def last_seq(run_id: str, fd: int, size: int) -> tuple[int, int, bool]:
             lineno = count_lines(fd, keep)
             raise CorruptJournalError(run_id, lineno, str(e)) from None
         return keep, seq, newline
+
+
+def _encode(record: Record, seq: int) -> bytes:
+    try:
+        return encode_line(record, seq)
+    except ValueError as e:
+        raise StoreError(f"cannot record {record.type} {record.step!r}: {e}") from None
+
+
+def encode_all(records: tuple[Record, ...], first: int) -> bytes:
+    """The journal lines of ``records`` numbered from ``first`` (StoreError for a record
+    that cannot be written: nothing of the batch is)."""
+    if len(records) == 1:
+        return _encode(records[0], first)
+    return b"".join(_encode(r, seq) for seq, r in enumerate(records, first))
+
+
+def stored_all(records: tuple[Record, ...], first: int) -> list[Record]:
+    """``records`` as appended: numbered from ``first``."""
+    return [
+        Record(seq, r.type, r.step, r.kind, r.data, r.at) for seq, r in enumerate(records, first)
+    ]

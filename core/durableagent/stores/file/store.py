@@ -8,9 +8,7 @@ outcome), ``.summaries/`` (the status index ``agentrun ls`` reads), ``.worker/<r
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
-import json
 import os
 import stat
 import threading
@@ -29,12 +27,14 @@ from ...errors import (
 from ...fold import Summary
 from ...ids import check_run_id, valid_run_id
 from ...outcome import Outcome
-from ...record import Record, encode_line
+from ...record import Record
 from ...roster import NoticeRecord, WorkerInfo
 from ..lines import parse_lines, split_journal
 from ..protocol import Attempt, Check, Lease, default_owner
 from . import logs
 from . import workers as registry
+from .failures import FailureCounts
+from .feed import change_feed
 from .fs import (
     KINDS,
     O_READ,
@@ -45,13 +45,12 @@ from .fs import (
     truncate_quietly,
     write_all,
 )
-from .journals import JournalFiles, last_seq
-from .leases import LEASES_DIR, FileLease, LeaseKeeper
-from .logs import ATTEMPTS_DIR, AttemptLogs
+from .journals import JournalFiles, encode_all, last_seq, stored_all
+from .leases import FileLease, LeaseKeeper
+from .logs import AttemptLogs
 from .notices import Notices
 from .summaries import SummaryKeeper, Tip
 
-WORKER_DIR = ".worker"
 DEFAULT_TTL = 30.0
 
 
@@ -98,6 +97,7 @@ class FileStore:
         self.leases = LeaseKeeper(self.journals, self.attempt_logs, lease_ttl, end)
         self.keeper = SummaryKeeper(self.journals, self.attempt_logs, self.leases)
         self._notices = Notices(self.dir)
+        self._failures = FailureCounts(self.dir)
         self._tails: dict[str, tuple[int, int, int]] = {}  # load_since: run -> (seq, offset, ino)
 
     leases_die_with_holder = True  # a flock: the kernel holds it exactly while its holder lives
@@ -220,9 +220,9 @@ class FileStore:
             if check is not None:
                 check([])
             _fence(lease)
-            data = _encode_all(records, 1)
+            data = encode_all(records, 1)
             if self._create(path, data):
-                stored = _stored_all(records, 1)
+                stored = stored_all(records, 1)
                 with suppress(OSError):
                     st = os.stat(path, follow_symlinks=False)
                     self.keeper.created(run_id, stored, data, st)
@@ -236,13 +236,13 @@ class FileStore:
                 raise StoreError(f"{path} is {what}, not a store file: move it out of the store")
             last, good, newline, tip = self._catch_up(run_id, fd, st, check, since)
             _fence(lease)
-            data = _encode_all(records, last + 1)
+            data = encode_all(records, last + 1)
             if newline:
                 data = b"\n" + data  # the kept final record lost its newline: restore it
             if good < st.st_size:
                 os.ftruncate(fd, good)  # cut the torn tail; made durable by the fsync below
             self._write(path, fd, data, good)
-            stored = _stored_all(records, last + 1)
+            stored = stored_all(records, last + 1)
             row = self.keeper.appended(
                 run_id, tip, stored, data, fd, st.st_ino, leased=lease is not None, row=sync
             )
@@ -430,22 +430,15 @@ class FileStore:
     def read_failures(self, run_id: str) -> dict[str, Any] | None:
         """The worker's failure bookkeeping of the run (shared by every worker on the store),
         or None when there is none or it does not parse (it is advisory)."""
-        name = f"{check_run_id(run_id)}.json"
-        try:
-            data = self.dir.read_file(WORKER_DIR, name)
-            value = None if data is None else json.loads(data)
-        except (StoreError, ValueError):
-            return None
-        return value if isinstance(value, dict) else None
+        return self._failures.read(check_run_id(run_id))
 
     def write_failures(self, run_id: str, failures: dict[str, Any]) -> None:
         """Replace the run's failure bookkeeping atomically."""
-        name = f"{check_run_id(run_id)}.json"
-        self.dir.write_file(WORKER_DIR, name, json.dumps(failures).encode())
+        self._failures.write(check_run_id(run_id), failures)
 
     def clear_failures(self, run_id: str) -> bool:
         """Forget the run's failures; True when there were some."""
-        return self.dir.remove(WORKER_DIR, f"{check_run_id(run_id)}.json")
+        return self._failures.clear(check_run_id(run_id))
 
     # -- the workers' registry (see workers.py) ---------------------------------------------
 
@@ -514,73 +507,11 @@ class FileStore:
 
     # -- changes -----------------------------------------------------------------------------
 
-    async def changes(self, *, rescan: float = 30.0) -> AsyncIterator[set[str]]:
+    def changes(self, *, rescan: float = 30.0) -> AsyncIterator[set[str]]:
         """Sets of run ids whose journal, lease, attempts or failure count changed (a file
-        watch), and every run at least every ``rescan`` seconds and once the watch is up (a
-        change made while it was being set up makes no event)."""
-        from watchfiles import awatch
-
-        root = self.root.resolve()
-        settled = False
-        last_full = time.monotonic()
-        async for batch in awatch(
-            root,
-            watch_filter=lambda _change, path: run_of_path(root, path) is not None,
-            debounce=50,
-            step=25,
-            rust_timeout=500,
-            yield_on_timeout=True,
-            recursive=True,
-            ignore_permission_denied=True,
-        ):
-            ids = {rid for _, path in batch if (rid := run_of_path(root, path))}
-            now = time.monotonic()
-            if not settled or now - last_full >= rescan:
-                settled, last_full = True, now
-                ids |= set(await asyncio.to_thread(self.run_ids))
-            if ids:
-                yield ids
-
-
-# The per-run files of a store, by folder (the journal sits in the root itself).
-_RUN_FILES = {LEASES_DIR: ".lock", ATTEMPTS_DIR: ".jsonl", WORKER_DIR: ".json"}
-
-
-def run_of_path(root: Path, path: str | os.PathLike[str]) -> str | None:
-    """The run a file of the store at ``root`` belongs to: its journal, lease, attempts or
-    failure count; None for anything else (temp files and the summaries index included).
-    ``root`` must be resolved (absolute), as the paths a file watcher reports are."""
-    p = Path(path)
-    name, parent = p.name, p.parent
-    if name.startswith("."):
-        return None
-    if parent == root:
-        suffix = ".jsonl"
-    elif parent.parent == root and parent.name in _RUN_FILES:
-        suffix = _RUN_FILES[parent.name]
-    else:
-        return None
-    run_id = name[: -len(suffix)] if name.endswith(suffix) else ""
-    return run_id if valid_run_id(run_id) else None
-
-
-def _encode(record: Record, seq: int) -> bytes:
-    try:
-        return encode_line(record, seq)
-    except ValueError as e:
-        raise StoreError(f"cannot record {record.type} {record.step!r}: {e}") from None
-
-
-def _encode_all(records: tuple[Record, ...], first: int) -> bytes:
-    if len(records) == 1:
-        return _encode(records[0], first)
-    return b"".join(_encode(r, seq) for seq, r in enumerate(records, first))
-
-
-def _stored_all(records: tuple[Record, ...], first: int) -> list[Record]:
-    return [
-        Record(seq, r.type, r.step, r.kind, r.data, r.at) for seq, r in enumerate(records, first)
-    ]
+        watch), and every run at least every ``rescan`` seconds and once the watch is up
+        (see feed.py)."""
+        return change_feed(self.root, self.run_ids, rescan=rescan)
 
 
 def _fence(lease: Lease | None) -> None:
