@@ -1,6 +1,8 @@
 """The worker: resumes every ready run of a store and retries failed ones with bounded
 backoff (``serve.py``), counting failures in the store for all its workers (``retry.py``), and
-holding an agent's connections open while it serves (``holder.py``)."""
+holding an agent's connections open while it serves (``holder.py``), beating in the store's
+registry (``heartbeat.py``), denying lapsed approvals (``lapses.py``), and serving from a
+background thread (``thread.py``)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from .retry import (
     reset_attempts,
     retry_after_of,
 )
-from .serve import EXIT_STEPS_ABANDONED, Agent, Worker, WorkerThread
+from .serve import EXIT_STEPS_ABANDONED, Agent, Worker
+from .thread import WorkerThread
 
 __all__ = [
     "DEFAULT_BACKOFF",

@@ -14,14 +14,12 @@ import asyncio
 import logging
 import os
 import sys
-import threading
 import time
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from ..control import DEADLINE
-from ..deadlines import lapse_reason, lapsed, next_deadline
+from ..deadlines import lapsed, next_deadline
 from ..errors import (
     DurableAgentError,
     LeaseLostError,
@@ -31,18 +29,18 @@ from ..errors import (
     StoreUnavailableError,
 )
 from ..fold import RunStatus, Summary
-from ..gate import Pending, PolicyGate
+from ..gate import PolicyGate
 from ..journal import steps_still_running
 from ..loop import AgentConfig
 from ..outcome import Outcome
 from ..roster import DEFAULT_HEARTBEAT
 from ..run import Config, run
-from ..signals import signal
 from ..stores import Store
 from ..stores.protocol import default_owner
 from ..telemetry import configure
 from .heartbeat import Heartbeat
 from .holder import Holder, Source, is_lost
+from .lapses import deny_lapsed
 from .retry import (
     DEFAULT_BACKOFF,
     DEFAULT_MAX_ATTEMPTS,
@@ -371,26 +369,9 @@ class Worker:
                 )
             return
         calls = lapsed(summary.pending, time.time())
-        task = asyncio.create_task(asyncio.to_thread(self._deny_lapsed, run_id, calls))
+        task = asyncio.create_task(asyncio.to_thread(deny_lapsed, self.store, run_id, calls))
         self._denying.add(task)
         task.add_done_callback(self._denying.discard)
-
-    def _deny_lapsed(self, run_id: str, calls: list[Pending]) -> None:
-        """Record ``deny`` by "deadline" for each lapsed call, under the journal's lock: a
-        human who decided first (or another worker) wins, and nothing is written."""
-        for p in calls:
-            try:
-                signal(
-                    self.store,
-                    run_id,
-                    "deny",
-                    {"marker": p.marker},
-                    by=DEADLINE,
-                    reason=lapse_reason(p),
-                )
-                log.info("run %s: %s denied, %s", run_id, p.step, lapse_reason(p))
-            except DurableAgentError as e:
-                log.debug("run %s: %s not denied (%s)", run_id, p.step, e)
 
     # -- executing -----------------------------------------------------------------------
 
@@ -534,44 +515,4 @@ def _agent(value: object) -> Agent:
     return value
 
 
-class WorkerThread:
-    """A worker serving on its own event loop in a background thread (for ``agentrun demo``,
-    where the main thread runs the TUI). ``stop()`` shuts it down gracefully and joins it."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self._loop = asyncio.new_event_loop()
-        self._stop_event: asyncio.Event | None = None
-        self._started = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="agentrun-worker", daemon=True)
-
-    def _main(self) -> None:
-        async def serve() -> None:
-            self._stop_event = asyncio.Event()
-            self._started.set()
-            await self.worker.serve(self._stop_event)
-
-        try:
-            self._loop.run_until_complete(serve())
-        finally:
-            self._started.set()
-            self._loop.close()
-
-    def start(self) -> WorkerThread:
-        """Start serving; returns once the worker's loop is running."""
-        self._thread.start()
-        self._started.wait()
-        return self
-
-    def stop(self, timeout: float | None = None) -> bool:
-        """Ask the worker to stop and wait for it (``timeout`` seconds at most: by default its
-        grace period and a little more). True when it has stopped."""
-        stop_event = self._stop_event
-        if stop_event is not None and self._thread.is_alive():
-            with suppress(RuntimeError):  # the loop may have closed in between
-                self._loop.call_soon_threadsafe(stop_event.set)
-        self._thread.join(self.worker.grace + 5 if timeout is None else timeout)
-        return not self._thread.is_alive()
-
-
-__all__ = ["EXIT_STEPS_ABANDONED", "Agent", "Worker", "WorkerThread"]
+__all__ = ["EXIT_STEPS_ABANDONED", "Agent", "Worker"]
