@@ -8,12 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from textual.app import ScreenStackError
 from tuihelpers import loaded, make_app, select, until
 
 from durableagent import FileStore, RunStatus, Status, ToolCall, signal
 from durableagent.testing import JournalWriter
 from durableagent_tui.app import SupervisorApp
 from durableagent_tui.dialogs import ApproveDialog, ConfirmDialog, ReconcileDialog
+from durableagent_tui.runs_table import RunsTable
 from durableagent_tui.sample import T0, build_sample_store
 
 SIZE = (120, 36)
@@ -306,6 +308,20 @@ async def test_missing_store_is_not_created_and_fills_in_when_it_appears(tmp_pat
         assert not root.exists()
         build_sample_store(root, corrupt=False)
         await until(pilot, lambda: app.table.row_count == 8, timeout=8)
+
+
+async def test_a_message_handled_after_the_screens_are_gone_draws_nothing(sample: Path) -> None:
+    """A highlight or a refresh that lands as the app shuts down (its screens already gone)
+    is dropped, never an error that fails the app (seen on a loaded CI machine)."""
+    app = make_app(sample, live=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        table = app.table
+    with pytest.raises(ScreenStackError):
+        app.screen  # noqa: B018  (the app's screens are gone)
+    app._run_highlighted(RunsTable.Highlighted(table, "billing-1042"))
+    app._show_detail()
+    assert app.selected is None
 
 
 async def test_read_only_hides_every_action(sample: Path) -> None:

@@ -16,7 +16,6 @@ from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
-from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input, Static
 
@@ -25,6 +24,7 @@ from durableagent.control import budget_text
 from durableagent.stores import Store
 
 from .acting import control_offered
+from .closing import SHUTTING_DOWN
 from .detail import RecordDetail
 from .dialogs import HelpScreen
 from .filter_box import FilterBox
@@ -192,7 +192,7 @@ class SupervisorApp(LiveUpdates, FilterBox, MarkedActions):
         self.rows.update(changes.summaries.values(), changes.removed)
         try:
             self._show_changes(changes, initial)
-        except NoMatches:  # a refresh that lands while the app shuts down: nothing to draw
+        except SHUTTING_DOWN:  # a refresh that lands while the app shuts down: nothing to draw
             return
         for rid, attempt in changes.lost.items():
             self.notify(
@@ -247,7 +247,7 @@ class SupervisorApp(LiveUpdates, FilterBox, MarkedActions):
         """The summary of the run under the table cursor."""
         try:
             rid = self.table.selected_run
-        except NoMatches:  # asked while the app shuts down
+        except SHUTTING_DOWN:  # asked while the app shuts down
             return None
         return self.rows.summaries.get(rid) if rid is not None else None
 
@@ -287,7 +287,7 @@ class SupervisorApp(LiveUpdates, FilterBox, MarkedActions):
             self._following = None
 
     def _followed(self, rid: str, followed: Followed | None) -> None:
-        with suppress(NoMatches):  # shutting down
+        with suppress(*SHUTTING_DOWN):  # shutting down
             if self.table.selected_run != rid:
                 return  # the cursor moved on meanwhile; its own read is on its way
             self._following = None
@@ -302,7 +302,7 @@ class SupervisorApp(LiveUpdates, FilterBox, MarkedActions):
     def _show_detail(self) -> None:
         try:
             detail = self.query_one("#detail", RecordDetail)
-        except NoMatches:  # a highlight message handled while the app shuts down
+        except SHUTTING_DOWN:  # a highlight message handled while the app shuts down
             return
         record = self.timeline.record_at_cursor()
         view = self.timeline.view
@@ -315,7 +315,7 @@ class SupervisorApp(LiveUpdates, FilterBox, MarkedActions):
 
     @on(RunsTable.Highlighted, "#runs")
     def _run_highlighted(self, event: RunsTable.Highlighted) -> None:
-        with suppress(NoMatches):  # a late highlight while the app shuts down
+        with suppress(*SHUTTING_DOWN):  # a late highlight while the app shuts down
             followed = self.followed.run_id if self.followed is not None else None
             if event.run_id != followed or event.run_id is None:
                 self._select(event.run_id)

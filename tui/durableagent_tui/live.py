@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from textual import work
 from textual.app import App
-from textual.css.query import NoMatches
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from durableagent import RunStatus, StoreUnavailableError
 
+from .closing import SHUTTING_DOWN
 from .header import StoreHeader
 from .runs_model import RunRows
 from .runs_table import RunsTable
@@ -195,7 +195,7 @@ class LiveUpdates(_Base):
         except Exception as e:
             self.read_failed(e)
             return None
-        with suppress(NoMatches):
+        with suppress(*SHUTTING_DOWN):
             self.header.set_unreachable(None)
             self.header.set_failing(None)
         return got
@@ -204,7 +204,7 @@ class LiveUpdates(_Base):
         """Say that reading the store failed: the header until a read works again, and a
         toast the first time (a lost server says so in the header alone: it is not news
         at every look)."""
-        with suppress(NoMatches):  # shutting down
+        with suppress(*SHUTTING_DOWN):  # shutting down
             if isinstance(error, StoreUnavailableError):
                 self.header.set_unreachable(str(error))
                 return
@@ -225,7 +225,7 @@ class LiveUpdates(_Base):
             self.read_failed(error)
 
     def _retime(self) -> None:
-        with suppress(NoMatches):  # shutting down
+        with suppress(*SHUTTING_DOWN):  # shutting down
             self.table.refresh()  # "5m ago" is drawn from the clock, for the rows on screen
 
     # -- the workers -----------------------------------------------------------------------
@@ -246,7 +246,7 @@ class LiveUpdates(_Base):
         """Show the workers: the header's word, and each waiting ready run's note."""
         self.crew = crew
         refiltered = self.rows.set_owners(crew.holders)  # for a filter's owner: terms
-        with suppress(NoMatches):  # shutting down
+        with suppress(*SHUTTING_DOWN):  # shutting down
             self.header.set_workers(crew, self.rows.counts.get(RunStatus.READY, 0))
             self.table.crew = crew
             if refiltered:
