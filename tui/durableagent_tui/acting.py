@@ -3,18 +3,17 @@ approve, reconcile, retry, cancel, pause, resume, fork, the recovery plan, and t
 that does not apply.
 
 A base of SupervisorApp (kept apart from the app's layout and live updates), typed to the
-small ``Host`` it needs of it, never to the app itself. Every write runs
+app's ``Host`` (host.py), never to the app itself. Every write runs
 in a dialog's thread worker, through ``_act``, ``_retry`` or ``_fork``: the only places the TUI
 writes to a store.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import Any
 
 from textual import work
-from textual.app import App
 
 from durableagent import RunStatus, RunView, Summary, plan
 from durableagent.fork import fork, fork_points
@@ -33,11 +32,8 @@ from .dialogs import ApproveDialog, ForkDialog, PlanScreen, ReconcileDialog, Ret
 from .dialogs.base import login_name
 from .dialogs.budget import BudgetDialog
 from .dialogs.control import ControlDialog
-from .runs_model import RunRows
-from .runs_table import RunsTable
+from .host import AppBase
 from .styles import LOOKS
-from .timeline import Timeline
-from .tracker import StoreTracker
 
 # A run in one of these is done with: nothing cancels, pauses or resumes it.
 _DONE = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.MOVED, RunStatus.CORRUPT})
@@ -60,42 +56,7 @@ def control_offered(action: str, run: Summary | None) -> bool | None:
     return not paused  # pause
 
 
-class Host(Protocol):
-    """What the actions need of the app they are part of (SupervisorApp): the store's
-    tracker, the runs and the selection, and where a fork's new run is to be selected."""
-
-    tracker: StoreTracker
-    rows: RunRows
-    read_only: bool
-    hints: Mapping[str, str]
-    clock: Callable[[], float]
-    _jump_to: str | None
-
-    @property
-    def table(self) -> RunsTable: ...
-
-    @property
-    def timeline(self) -> Timeline: ...
-
-    @property
-    def selected(self) -> Summary | None: ...
-
-    @property
-    def selected_view(self) -> RunView | None: ...
-
-    def _jump(self) -> None: ...
-
-
-if TYPE_CHECKING:
-
-    class _Base(App[int], Host):
-        """The app, as the actions see it (the Host's members are SupervisorApp's)."""
-
-else:
-    _Base = App
-
-
-class DialogActions(_Base):
+class DialogActions(AppBase):
     """Open the dialog an action needs, on the selected run as it is now."""
 
     _jump_to: str | None

@@ -1,46 +1,21 @@
 """The ``/`` filter box over the runs table: the query language of ``agentrun ls --where``
 and bare words (run_filter.py), a term that does not parse said under the box.
 
-A base of SupervisorApp, typed to the small ``FilterHost`` it needs of it."""
+A base of SupervisorApp, typed to the app's ``Host`` (host.py)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
-
 from rich.text import Text
 from textual import on
-from textual.app import App
 from textual.widgets import Input, Static
 
 from durableagent.query import QueryError
 
 from .focus import focus_now
-from .runs_model import RunRows
-from .runs_table import RunsTable
+from .host import AppBase
 
 
-class FilterHost(Protocol):
-    """What the filter needs of the app: the runs, the table, and the empty-table word."""
-
-    rows: RunRows
-    filter_text: str
-
-    @property
-    def table(self) -> RunsTable: ...
-
-    def _update_empty(self) -> None: ...
-
-
-if TYPE_CHECKING:
-
-    class _Base(App[int], FilterHost):
-        """The app, as the filter sees it."""
-
-else:
-    _Base = App
-
-
-class FilterBox(_Base):
+class FilterBox(AppBase):
     """The filter box's keys and what it shows."""
 
     def action_filter(self) -> None:
@@ -76,11 +51,15 @@ class FilterBox(_Base):
             return
         error.display = False
         self.filter_text = self.rows.filter
+        self.show_filtered()
+        self.refresh_bindings()
+
+    def show_filtered(self) -> None:
+        """Draw the runs the filter shows now (after the filter or what it reads changed):
+        the selected run stays selected if it matches; else the first match is."""
         with self.batch_update():
-            # The selected run stays selected if it matches; else the first match is.
             self.table.rows_changed(top_if_gone=True)
             self._update_empty()
-        self.refresh_bindings()
 
     def action_clear_filter(self) -> None:
         box = self.query_one("#filter", Input)

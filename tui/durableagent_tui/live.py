@@ -3,7 +3,7 @@ rescans, the lease and store probes, the workers' registry, and the word in the 
 read fails (never silent).
 
 A base of SupervisorApp (kept apart from its layout, selection and actions), typed to the
-small ``LiveHost`` it needs of it, as acting.py's actions are. Every store read here runs off
+app's ``Host`` (host.py), as acting.py's actions are. Every store read here runs off
 the event loop; what it finds reaches the screen through the app's ``apply``.
 """
 
@@ -15,20 +15,16 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from functools import partial
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TypeVar
 
 from textual import work
-from textual.app import App
-from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from durableagent import RunStatus, StoreUnavailableError
 
 from .closing import SHUTTING_DOWN
-from .header import StoreHeader
-from .runs_model import RunRows
-from .runs_table import RunsTable
-from .tracker import Changes, StoreTracker
+from .host import AppBase
+from .tracker import Changes
 from .workers import Crew, WorkersScreen, crew_of
 
 _T = TypeVar("_T")
@@ -47,42 +43,7 @@ RETIME_S = 10.0
 WORKERS_S = 5.0  # the workers' registry is read this often (a worker beats every 5 s)
 
 
-class LiveHost(Protocol):
-    """What the live updates need of the app (SupervisorApp): the tracker, the runs, the
-    header and table, the settings, and ``apply`` to fold what was read into the screen."""
-
-    tracker: StoreTracker
-    rows: RunRows
-    label: str
-    live: bool
-    poll: bool
-    loaded: bool
-    load_seconds: float
-    rescan_s: float
-    clock: Callable[[], float]
-    _ticking: Timer
-
-    @property
-    def table(self) -> RunsTable: ...
-
-    @property
-    def header(self) -> StoreHeader: ...
-
-    def apply(self, changes: Changes, *, initial: bool = False) -> None: ...
-
-    def _update_empty(self) -> None: ...
-
-
-if TYPE_CHECKING:
-
-    class _Base(App[int], LiveHost):
-        """The app, as the live updates see it (the LiveHost's members are SupervisorApp's)."""
-
-else:
-    _Base = App
-
-
-class LiveUpdates(_Base):
+class LiveUpdates(AppBase):
     """Keep the screen as the store is: load once, then follow every change."""
 
     crew: Crew | None  # the store's workers as last read (live apps only)
@@ -250,9 +211,7 @@ class LiveUpdates(_Base):
             self.header.set_workers(crew, self.rows.counts.get(RunStatus.READY, 0))
             self.table.crew = crew
             if refiltered:
-                with self.batch_update():
-                    self.table.rows_changed(top_if_gone=True)
-                    self._update_empty()
+                self.show_filtered()
             self.table.refresh()
 
     def action_workers(self) -> None:
