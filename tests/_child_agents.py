@@ -274,9 +274,11 @@ async def mcp_helpdesk(root: Path) -> AsyncIterator[Agent]:
 
 
 def moving(root: Path) -> Agent:
-    """Three paced lookups (reads), then a ticket (a write that needs no approval), then the
-    answer. Every call notes ``RUN STEP PID`` in ``$AGENTRUN_SIDE/calls.log`` (any store: the
-    workers of two stores share it), so a run executed by two stores shows."""
+    """Three lookups (reads), then a ticket (a write that needs no approval), then the answer.
+    Every call notes ``RUN STEP PID`` in ``$AGENTRUN_SIDE/calls.log`` (any store: the workers
+    of two stores share it), so a run executed by two stores shows. A lookup holds until the
+    file ``$AGENTRUN_SIDE/release`` exists, so the runs are still live when a move (a new
+    process, slow to start on a loaded machine) lands; then each takes 0.1 s."""
     side = Path(os.environ["AGENTRUN_SIDE"])
     side.mkdir(parents=True, exist_ok=True)
 
@@ -296,7 +298,9 @@ def moving(root: Path) -> Agent:
 
     def lookup(args: dict[str, Any], ctx: Any) -> str:
         mark(ctx)
-        time.sleep(0.4)  # paced so that a move (a new process) lands while most runs run
+        while not (side / "release").exists() and not ctx.cancelled.is_set():
+            time.sleep(0.05)
+        time.sleep(0.1)
         return "policy"
 
     def file_ticket(args: dict[str, Any], ctx: Any) -> str:
