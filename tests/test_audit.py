@@ -208,8 +208,7 @@ def test_agentrun_audit_json_lines_follow_the_documented_schema(decided: Path) -
         "create_ticket",
         "bo",
     )
-    section = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = section.split("## JSON output", 1)[1].split("\n## ", 1)[0]
+    section = (Path(__file__).resolve().parent.parent / "docs" / "json.md").read_text()
     for field in fields:
         assert f"`{field}`" in section, field
 

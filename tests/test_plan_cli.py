@@ -8,7 +8,7 @@ from pathlib import Path
 
 from test_cli import agentrun, refused
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+JSON_DOC = Path(__file__).resolve().parent.parent / "docs" / "json.md"
 
 
 def test_plan_of_an_indeterminate_run_names_the_blocked_write(demo: Path) -> None:
@@ -49,8 +49,7 @@ def test_plan_refuses_an_unknown_run(demo: Path) -> None:
 
 
 def test_the_readme_lists_every_plan_json_field(demo: Path) -> None:
-    text = README.read_text()
-    section = text.split("## JSON output", 1)[1].split("\n## ", 1)[0]
+    section = JSON_DOC.read_text()
     documented = set(re.findall(r"`([a-z_]+)`", section))
     d = json.loads(agentrun("plan", "crm-access", "--json", "--store", str(demo)).out)
     fields = set(d) | set(d["steps"][0])

@@ -46,7 +46,7 @@ from .show_attempts import owners
 
 def summary_dict(s: Summary) -> dict[str, Any]:
     """A run's summary as plain JSON: what ``ls --json`` prints, one object per run, from the
-    store's summaries (no journal read). The README's "JSON output" lists every field."""
+    store's summaries (no journal read). docs/json.md lists every field."""
     d: dict[str, Any] = {
         "run_id": s.run_id,
         "status": str(s.status),

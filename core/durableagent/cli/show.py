@@ -53,8 +53,8 @@ def view_dict(
     view: RunView, *, records: bool = True, forks: list[str] | None = None
 ) -> dict[str, Any]:
     """A RunView as plain JSON: what ``show --json`` prints (with the runs forked from it,
-    ``forks``), and without the records what ``ls --json`` prints per run. The README's "JSON
-    output" lists every field."""
+    ``forks``), and without the records what ``ls --json`` prints per run. docs/json.md lists
+    every field."""
     d: dict[str, Any] = {
         "run_id": view.run_id,
         "status": str(view.status),
@@ -288,7 +288,7 @@ def _next_steps(store: Store, view: RunView) -> None:
 
 
 def plan_dict(view: RunView, p: Plan) -> dict[str, Any]:
-    """What ``plan --json`` prints. The README's "JSON output" lists every field."""
+    """What ``plan --json`` prints. docs/json.md lists every field."""
     return versioned({"run_id": view.run_id, "status": str(view.status), **p.to_dict()})
 
 
