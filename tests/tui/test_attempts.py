@@ -137,11 +137,11 @@ async def test_a_worker_killed_while_watching_turns_running_into_ready_and_says_
         )
         try:
             assert child.stdout is not None and child.stdout.readline() == "holding\n"
-            await until(pilot, lambda: app.summaries["k-1"].status == "running", timeout=10)
+            await until(pilot, lambda: app.summaries["k-1"].status == "running", timeout=30)
             await until(pilot, lambda: mark(app, "attempt-1") == "●")  # the running attempt
             os.kill(child.pid, signal.SIGKILL)
             child.wait()
-            await until(pilot, lambda: app.summaries["k-1"].status == "ready", timeout=10)
+            await until(pilot, lambda: app.summaries["k-1"].status == "ready", timeout=30)
             await until(
                 pilot, lambda: "lost-1" in [str(r.key.value) for r in app.timeline.ordered_rows]
             )

@@ -307,7 +307,7 @@ async def test_missing_store_is_not_created_and_fills_in_when_it_appears(tmp_pat
         assert "No store at runs/" in str(app.query_one("#empty").render())
         assert not root.exists()
         build_sample_store(root, corrupt=False)
-        await until(pilot, lambda: app.table.row_count == 8, timeout=8)
+        await until(pilot, lambda: app.table.row_count == 8, timeout=30)
 
 
 async def test_a_message_handled_after_the_screens_are_gone_draws_nothing(sample: Path) -> None:

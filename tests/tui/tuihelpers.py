@@ -38,7 +38,7 @@ def burst(app: SupervisorApp, *keys: str) -> None:
         app.post_message(events.Key(key, BURST_CHARS.get(key, key if len(key) == 1 else None)))
 
 
-async def until(pilot: Pilot[object], cond: Callable[[], bool], timeout: float = 5.0) -> None:
+async def until(pilot: Pilot[object], cond: Callable[[], bool], timeout: float = 30.0) -> None:
     """Let the app run until ``cond()`` holds; fail after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not cond():
