@@ -123,9 +123,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "r02-loop-drops-the-marker": (
         "the loop does not tell the journal which decision a call depends on",
-        "loop.py",
-        "marker=marker if acts else None",
-        "marker=None",
+        "turns.py",
+        "invoke, write=write, marker=marker, **policy",
+        "invoke, write=write, marker=None, **policy",
     ),
     "r03-lease-freed-under-a-live-step": (
         "a cancelled attempt frees its lease while its tool thread still runs",
@@ -186,9 +186,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "r12-recorded-call-gated-again": (
         "a call that has its result is gated again when the gate changed",
-        "loop.py",
-        "            if not runner.is_recorded(s)\n            and gate.needs_approval(c.name)",
-        "            if gate.needs_approval(c.name)",
+        "turns.py",
+        "                not self.runner.is_recorded(step)\n                and self.gate",
+        "                self.gate",
     ),
     "r13-awaiting-before-indeterminate": (
         "the status rules in another order (awaiting_approval before indeterminate)",
@@ -273,9 +273,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "m04-malformed-call-runs-the-tool": (
         "a tool call whose arguments were not JSON runs the tool with {}",
-        "loop.py",
-        "    elif call.error is not None:\n        refusal = call.error\n",
-        "",
+        "turns.py",
+        "            return denied\n        return call.error\n",
+        "            return denied\n        return None\n",
     ),
     "o01-fork-copies-an-open-write": (
         "a fork copies a write that may or may not have happened",
@@ -333,9 +333,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "f03-denied-write-recorded-as-read": (
         "a call refused by policy or a deny records its start as a read",
-        "loop.py",
-        "        return refuse, gate.is_write(call.name), False",
-        "        return refuse, False, False",
+        "turns.py",
+        "refuse, write=write, refused=True",
+        "refuse, write=False, refused=True",
     ),
     "f04-refused-write-indeterminate": (
         "a refused write's start (it never acted) stops the run as indeterminate",
@@ -416,9 +416,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "a08-deny-refuses-the-whole-turn": (
         "a deny signal refuses every call of its turn, not just the one it names",
-        "loop.py",
-        "    elif marker in denied:\n        refusal = denied[marker]\n",
-        "    elif denied:\n        refusal = next(iter(denied.values()))\n",
+        "turns.py",
+        "denied = self.denied.get(self.marker(index, call, turn=turn))",
+        "denied = next(iter(self.denied.values()), None)",
     ),
     "a09-late-deny-refuses-any-call": (
         "a deny that lands while the turn runs refuses whichever call starts next",
