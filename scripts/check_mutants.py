@@ -187,8 +187,8 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     "r12-recorded-call-gated-again": (
         "a call that has its result is gated again when the gate changed",
         "turns.py",
-        "                not self.runner.is_recorded(step)\n                and self.gate",
-        "                self.gate",
+        "            self.runner.is_recorded(step)\n            or not (asked",
+        "            not (asked",
     ),
     "r13-awaiting-before-indeterminate": (
         "the status rules in another order (awaiting_approval before indeterminate)",

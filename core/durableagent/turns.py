@@ -156,24 +156,30 @@ class Turns:
 
     def pending(self, calls: Sequence[ToolCall], *, turn: int | None = None) -> tuple[Pending, ...]:
         """The calls of ``turn`` (default: the current one) a human must decide on before any
-        call of that turn runs: the gate wants approval for the tool, it is not denied by
-        policy, its step has no result, and its marker is neither approved nor denied. A
-        malformed call is refused when it runs, never put to a human."""
-        out = []
-        for i, c in enumerate(calls):
-            step, marker = self.step(i, c, turn=turn), self.marker(i, c, turn=turn)
-            if (
-                not self.runner.is_recorded(step)
-                and self.gate.needs_approval(c.name)
-                and c.error is None
-                and not self.gate.is_denied(c.name)
-                and marker not in self.approved
-                and marker not in self.denied
-            ):
-                tool = self.tools.get(c.name)
-                policy = "" if tool is None else describe_policy(tool, self.gate)
-                out.append(Pending(marker, step, c.name, c.arguments, policy))
-        return tuple(out)
+        call of that turn runs (see :meth:`waiting`)."""
+        out = (self.waiting(i, c, turn=turn) for i, c in enumerate(calls))
+        return tuple(p for p in out if p is not None)
+
+    def waiting(
+        self, index: int, call: ToolCall, *, turn: int | None = None, asked: bool = False
+    ) -> Pending | None:
+        """Call ``index`` as a pending approval when a human must decide on it: the gate wants
+        approval for the tool (or the framework ``asked`` for one), it is not denied by policy,
+        its step has no result, and its marker is neither approved nor denied. A malformed
+        call is refused when it runs, never put to a human."""
+        step, marker = self.step(index, call, turn=turn), self.marker(index, call, turn=turn)
+        if (
+            self.runner.is_recorded(step)
+            or not (asked or self.gate.needs_approval(call.name))
+            or call.error is not None
+            or self.gate.is_denied(call.name)
+            or marker in self.approved
+            or marker in self.denied
+        ):
+            return None
+        tool = self.tools.get(call.name)
+        policy = "" if tool is None else describe_policy(tool, self.gate)
+        return Pending(marker, step, call.name, call.arguments, policy)
 
     def refusal(self, index: int, call: ToolCall, *, turn: int | None = None) -> str | None:
         """Why this call must not run, as the model will read it: denied by policy, denied by
