@@ -475,6 +475,43 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '                    conn.execute(*_q("lock_row", {"run_id": run_id}))\n',
         "",
     ),
+    # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
+    "p01-pydantic-turn-runs-before-approval": (
+        "a Pydantic AI turn's reads run while another of its calls waits for a human",
+        "integrations/pydantic_ai/attempt.py",
+        "        if pending:\n            raise Waiting(pending)\n",
+        "",
+    ),
+    "p02-pydantic-usage-lost-on-replay": (
+        "usage a tool added to the run is lost when its step is replayed (pydantic-ai #6886)",
+        "integrations/pydantic_ai/attempt.py",
+        "        if not ran and isinstance(spent, dict):",
+        "        if False:",
+    ),
+    "p03-pydantic-calls-in-parallel": (
+        "a turn's tool calls run in parallel, their steps in whatever order they finish",
+        "integrations/pydantic_ai/engine.py",
+        "sequential_tools_in_durable_context=True,",
+        "sequential_tools_in_durable_context=False,",
+    ),
+    "p04-pydantic-deny-runs-the-tool": (
+        "a human's deny is handed to Pydantic AI as an approval",
+        "integrations/pydantic_ai/attempt.py",
+        "decided[part.tool_call_id] = ToolDenied(reason)",
+        "decided[part.tool_call_id] = True",
+    ),
+    "p05-pydantic-output-call-as-tool-step": (
+        "a structured output's call is recorded as a tool call that never gets a step",
+        "integrations/pydantic_ai/shapes.py",
+        "        if p.tool_name not in output_tools",
+        "        if True",
+    ),
+    "p06-pydantic-reconciled-result-not-given-back": (
+        "the result a human reconciled is not what the model reads as the tool's return",
+        "integrations/pydantic_ai/shapes.py",
+        'content = recorded.get("content", "") if isinstance(recorded, dict) else ""',
+        'content = ""',
+    ),
 }
 
 TESTS = [
@@ -501,6 +538,8 @@ TESTS = [
 
 # The tests of a file outside the core, run besides TESTS for its mutants.
 MORE_TESTS = {"tui/durableagent_tui/web.py": ["tests/test_web_guard.py"]}
+# An integration's mutants run its own tests only: the core's tests never load it.
+INTEGRATION_TESTS = {"integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"]}
 
 
 def run_mutant(name: str, work: Path) -> list[str]:
@@ -515,6 +554,9 @@ def run_mutant(name: str, work: Path) -> list[str]:
     target.write_text(text.replace(original, mutated))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(core), str(tui)])}
     tests = TESTS + MORE_TESTS.get(file, [])
+    for folder, own in INTEGRATION_TESTS.items():
+        if file.startswith(folder):
+            tests = own
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", *tests],
         cwd=ROOT,

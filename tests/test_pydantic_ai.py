@@ -31,10 +31,14 @@ from durableagent import (
     Config,
     FileStore,
     Message,
+    PlanAction,
+    PlanEnding,
     Reconcile,
     RunStatus,
     SignalError,
     Status,
+    fork,
+    plan,
     run,
     signal,
     view_store,
@@ -311,6 +315,7 @@ async def test_steps_are_keyed_by_position_when_the_model_reuses_a_call_id(store
     )
     agent = durable(helpdesk(script, effects), writes=["create_ticket"])
     first = await run(config(agent, store), "r1", PROMPT)
+    assert effects == []  # one call of the turn waits for a human: none of them ran
     signal(store, "r1", "approve", {"marker": first.pending[0].marker}, by="ann")
     second = await run(config(agent, store), "r1", None)
     assert second.status == Status.AWAITING_APPROVAL, second
@@ -341,6 +346,33 @@ async def test_a_turns_calls_run_one_at_a_time_in_the_replys_order(store: FileSt
     assert order == ["start 3", "end 3", "start 1", "end 1", "start 2", "end 2"]
     tools = [s.name for s in view_store(store, "r1").steps if s.kind == "tool"]
     assert tools == ["tool/1/0/slow", "tool/1/1/slow", "tool/1/2/slow"]
+
+
+async def test_calls_pydantic_ai_refuses_are_recorded_refused_so_none_stays_open(
+    store: FileStore,
+):
+    """An unknown tool and arguments its schema rejects never run: Pydantic AI asks the model
+    again; the journal records each such call refused, so no requested call stays open."""
+    effects: list[str] = []
+    script = Script(
+        [
+            calls(("lookup", {"subject": "a"}, "c1"), ("teleport", {}, "c2")),
+            calls(("lookup", {"topic": "a"}, "c3")),
+            echo,
+        ]
+    )
+    done = await run(config(durable(helpdesk(script, effects)), store), "r1", PROMPT)
+    assert done.status == Status.COMPLETED, done
+    assert effects == ["lookup:a"]
+    steps = {s.name: s.result for s in view_store(store, "r1").steps if s.kind == "tool"}
+    assert list(steps) == ["tool/1/1/teleport", "tool/1/0/lookup", "tool/2/0/lookup"]
+    assert (
+        steps["tool/1/1/teleport"]["is_error"]
+        and "unknown tool" in steps["tool/1/1/teleport"]["content"]
+    )
+    assert steps["tool/1/0/lookup"]["is_error"]
+    assert steps["tool/1/0/lookup"]["content"].startswith("arguments rejected")
+    assert plan(store.load("r1")).ending == PlanEnding.COMPLETED
 
 
 # -- what reaches the tools and the model ---------------------------------------------------
@@ -527,3 +559,41 @@ async def test_a_cancel_stops_a_read_in_flight_and_no_step_starts_after_it(store
     assert out.status == Status.CANCELLED
     assert len(script.seen) == 1
     assert [r.step for r in store.load("r1") if r.type == "step.completed"] == ["llm/1"]
+
+
+# -- plan and fork read the journal of such a run as any other --------------------------------
+
+
+async def test_plan_and_fork_of_a_pydantic_ai_run(store: FileStore):
+    effects: list[str] = []
+    script = Script([calls(("lookup", {"topic": "a"}, "c1")), echo, echo])
+    agent = durable(helpdesk(script, effects))
+    await run(config(agent, store), "r1", PROMPT)
+    assert len(script.seen) == 2
+
+    forked = fork(store, "r1", "r2", at_step="llm/2", by="ann", reason="ask again")
+    assert forked.type == "run.started"
+    p = plan(store.load("r2"))
+    assert [(s.step, s.action) for s in p.steps][:2] == [
+        ("llm/1", PlanAction.REPLAY),
+        ("tool/1/0/lookup", PlanAction.REPLAY),
+    ]
+    again = await run(config(agent, store), "r2", None)
+    assert again.status == Status.COMPLETED
+    assert effects == ["lookup:a"]  # the copied steps were replayed: the read did not run
+    assert len(script.seen) == 3  # only the turn after the cut was asked
+
+
+async def test_plan_of_a_run_stopped_in_doubt_says_where_it_is_blocked(store: FileStore):
+    script = Script([calls(("create_ticket", {"summary": "s"}, "c1")), echo])
+    pyd = PydanticAgent(FunctionModel(script), name="doubt")
+
+    @pyd.tool_plain
+    def create_ticket(summary: str) -> str:
+        raise Crash("the worker died here")
+
+    agent = durable(pyd, writes=["create_ticket"], approve=["nothing"])
+    with pytest.raises(Crash):
+        await run(config(agent, store), "r1", PROMPT)
+    p = plan(store.load("r1"))
+    assert (p.ending, p.stops_at) == (PlanEnding.INDETERMINATE, "tool/1/0/create_ticket")
