@@ -235,6 +235,23 @@ def test_external_tools_and_unknown_toolsets_are_refused_naming_them():
         durable(agent)
 
 
+def test_a_capability_with_durable_units_of_its_own_is_refused_naming_them():
+    from pydantic_ai.capabilities import AbstractCapability, durable_operation
+
+    class Audit(AbstractCapability[Any]):
+        id = "audit"
+
+        @durable_operation(name="record")
+        async def record(self, ctx: RunContext[Any], message: str) -> bool:
+            return bool(message)
+
+    agent = PydanticAgent(FunctionModel(Script([say("hi")])), name="a", capabilities=[Audit()])
+    with pytest.raises(NotDurableError) as e:
+        durable(agent)
+    assert "CapabilityOperationId" in str(e.value) and "audit" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 # -- approvals ---------------------------------------------------------------------------------
 
 
