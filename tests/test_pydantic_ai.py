@@ -44,7 +44,7 @@ from durableagent import (
     view_store,
 )
 from durableagent.integrations.pydantic_ai import NotDurableError, durable, tool_context
-from durableagent.worker import Agent
+from durableagent.worker import Agent, Worker
 
 PROMPT = [Message("user", "I cannot reach the billing dashboard")]
 
@@ -614,3 +614,24 @@ async def test_plan_of_a_run_stopped_in_doubt_says_where_it_is_blocked(store: Fi
         await run(config(agent, store), "r1", PROMPT)
     p = plan(store.load("r1"))
     assert (p.ending, p.stops_at) == (PlanEnding.INDETERMINATE, "tool/1/0/create_ticket")
+
+
+async def test_a_worker_traces_a_pydantic_ai_run_and_marks_its_replayed_steps(store: FileStore):
+    from telemetry_support import by_attempt_spans, run_approved, traced
+
+    effects: list[str] = []
+    script = Script([calls(("create_ticket", {"summary": "s"}, "c1")), echo])
+    agent = durable(helpdesk(script, effects), writes=["create_ticket"])
+    provider, exporter = traced()
+    worker = Worker(agent, store, rescan=0.5, tracer_provider=provider)
+    await asyncio.wait_for(run_approved(store, worker), 60)
+    steps = by_attempt_spans(list(exporter.get_finished_spans()))
+    assert [(s.name, s.attributes["durableagent.step.replayed"]) for s in steps[2]] == [
+        ("chat function:Script:", True),
+        ("execute_tool create_ticket", False),
+        ("chat function:Script:", False),
+    ]
+    chat = steps[1][0].attributes
+    assert chat["gen_ai.provider.name"] == "function"
+    assert (chat["gen_ai.usage.input_tokens"], chat["gen_ai.usage.output_tokens"]) == (50, 7)
+    assert steps[2][1].attributes["durableagent.tool.write"] is True

@@ -4,8 +4,9 @@ gated calls from the journal's decisions."""
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +91,7 @@ class PydanticLoop:
     def _deps(self) -> Any:
         """The deps of this attempt: the value given, or a fresh one from a factory."""
         deps = self.deps
-        if callable(deps) and not inspect.isclass(deps):
+        if inspect.isroutine(deps) or isinstance(deps, functools.partial):
             return deps()
         return deps
 
@@ -135,6 +136,3 @@ def output_type_of(agent: AbstractAgent[Any, Any]) -> Any:
     if DeferredToolRequests not in kinds:
         kinds.append(DeferredToolRequests)
     return kinds
-
-
-Deps = Callable[[], Any] | Any
