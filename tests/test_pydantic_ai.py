@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -47,6 +49,7 @@ from durableagent.integrations.pydantic_ai import NotDurableError, durable, tool
 from durableagent.worker import Agent, Worker
 
 PROMPT = [Message("user", "I cannot reach the billing dashboard")]
+TESTS = Path(__file__).parent
 
 
 @dataclass
@@ -635,3 +638,47 @@ async def test_a_worker_traces_a_pydantic_ai_run_and_marks_its_replayed_steps(st
     assert chat["gen_ai.provider.name"] == "function"
     assert (chat["gen_ai.usage.input_tokens"], chat["gen_ai.usage.output_tokens"]) == (50, 7)
     assert steps[2][1].attributes["durableagent.tool.write"] is True
+
+
+async def test_mcp_tools_are_classed_by_their_servers_annotations_only_when_trusted(
+    store: FileStore, tmp_path: Path
+):
+    """Pydantic AI's MCPToolset over stdio to a real MCP server: untrusted, each of its tools
+    is a write that needs approval; trusted, ``readOnlyHint`` is a read and an idempotent,
+    non-destructive tool a write nobody approves; ``writes=``/``approve=`` win."""
+    from fastmcp import Client
+    from fastmcp.client.transports import PythonStdioTransport
+    from pydantic_ai.mcp import MCPToolset
+
+    folder = tmp_path / "mcp"
+    folder.mkdir()
+    server = PythonStdioTransport(
+        TESTS / "_mcp_server.py", args=[str(folder)], python_cmd=sys.executable
+    )
+    script = Script(
+        [calls(("lookup", {"topic": "vpn"}, "c1"), ("file_ticket", {"summary": "vpn"}, "c2")), echo]
+    )
+    agent = PydanticAgent(
+        FunctionModel(script), name="mcp", toolsets=[MCPToolset(Client(server), id="tickets")]
+    )
+
+    untrusted = await run(config(durable(agent), store), "r1", PROMPT)
+    assert [p.tool for p in untrusted.pending] == ["lookup", "file_ticket"]
+    assert untrusted.pending[0].policy.startswith("write, needs approval · class from default")
+
+    trusted = await run(config(durable(agent, trust_annotations=True), store), "r2", PROMPT)
+    assert trusted.status == Status.COMPLETED, trusted
+    steps = {s.name: s for s in view_store(store, "r2").steps if s.kind == "tool"}
+    assert (steps["tool/1/0/lookup"].write, steps["tool/1/1/file_ticket"].write) == (False, True)
+    started = {r.step: r.data for r in store.load("r2") if r.type == "step.started"}
+    assert started["tool/1/1/file_ticket"] == {
+        "write": True,
+        "idempotent": True,
+        "classified_by": "annotation",
+    }
+    assert (folder / "tickets.log").read_text().count("\n") == 1
+
+    overridden = await run(
+        config(durable(agent, trust_annotations=True, approve=["lookup"]), store), "r3", PROMPT
+    )
+    assert [p.tool for p in overridden.pending] == ["lookup"]
