@@ -15,7 +15,7 @@ agent's output, a structured ``output_type`` recorded as JSON.
 from __future__ import annotations
 
 try:
-    import pydantic_ai
+    import pydantic_ai  # noqa: F401  (the check: say what to install when it is missing)
 except ImportError as e:  # say what to install, not only what is missing
     raise ImportError(
         "durableagent.integrations.pydantic_ai needs the pydantic-ai extra: "
@@ -49,10 +49,6 @@ from ...worker import Agent
 from .classes import Classes, static_gate
 from .engine import CALL, JournalDurability, NotDurableError, unsupported
 from .loop import ModelInfo, PydanticLoop, output_type_of
-
-# The range this integration is tested with (the extra pins it): the public durable_exec
-# surface moves between minor releases.
-TESTED = (pydantic_ai.__version__, ">=2.68,<2.69")
 
 _STEPS = (
     ModelRequestId,
