@@ -40,8 +40,8 @@ class Waiting(Exception):
 
 
 class Attempt:
-    """The attempt's state: its ``Turns``, the calls each turn's reply asked for, and what the
-    current request sends (for a budget's reservation)."""
+    """The attempt's state: its ``Turns``, the calls each turn's reply asked for, and the
+    model request being made (for a budget's reservation)."""
 
     def __init__(self, turns: Turns, classes: Classes) -> None:
         self.turns = turns
@@ -49,8 +49,7 @@ class Attempt:
         self.output_tools: frozenset[str] = frozenset()
         self.calls: list[ToolCall] = []  # the current turn's, in the reply's order
         self.claimed: set[int] = set()  # which of them a unit or a decision has taken
-        self.sent_chars = 0
-        self.output_limit: int | None = None
+        self.request: ModelRequestContext | None = None  # the model request being made
 
     # -- what the hooks tell ----------------------------------------------------------------
 
@@ -71,14 +70,21 @@ class Attempt:
         ]
 
     def sending(self, request: ModelRequestContext) -> None:
-        """The request about to be made: what it sends, for its reservation."""
+        """The request about to be made (its reservation is reckoned from it, when asked)."""
+        self.request = request
+
+    def reservation(self) -> int:
+        """The tokens the request may use: its ``max_tokens`` (else the default output limit)
+        and an estimate of what it sends. Asked only in a run with a budget: the sizing dumps
+        the whole conversation."""
+        request = self.request
+        if request is None:
+            return reservation(None, 0)
         sent = ModelMessagesTypeAdapter.dump_json(request.messages)
         tools = request.model_request_parameters.function_tools
         schemas = json.dumps([[t.name, t.description, t.parameters_json_schema] for t in tools])
-        self.sent_chars = len(sent) + len(schemas)
-        settings = request.model_settings or {}
-        limit = settings.get("max_tokens")
-        self.output_limit = limit if isinstance(limit, int) else None
+        limit = (request.model_settings or {}).get("max_tokens")
+        return reservation(limit if isinstance(limit, int) else None, len(sent) + len(schemas))
 
     # -- the units ---------------------------------------------------------------------------
 
@@ -89,9 +95,7 @@ class Attempt:
         async def request() -> Any:
             return shapes.reply_of(await body(), self.output_tools)
 
-        recorded = await self.turns.model(
-            request, reserve=lambda: reservation(self.output_limit, self.sent_chars)
-        )
+        recorded = await self.turns.model(request, reserve=self.reservation)
         self.calls = [ToolCall.from_dict(c) for c in recorded.get("tool_calls") or ()]
         self.claimed = set()
         pending = self.turns.pending(self.calls)
