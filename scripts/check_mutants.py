@@ -123,9 +123,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "r02-loop-drops-the-marker": (
         "the loop does not tell the journal which decision a call depends on",
-        "loop.py",
-        "marker=marker if acts else None",
-        "marker=None",
+        "turns.py",
+        "invoke, write=write, marker=marker, **policy",
+        "invoke, write=write, marker=None, **policy",
     ),
     "r03-lease-freed-under-a-live-step": (
         "a cancelled attempt frees its lease while its tool thread still runs",
@@ -186,9 +186,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "r12-recorded-call-gated-again": (
         "a call that has its result is gated again when the gate changed",
-        "loop.py",
-        "            if not runner.is_recorded(s)\n            and gate.needs_approval(c.name)",
-        "            if gate.needs_approval(c.name)",
+        "turns.py",
+        "            self.runner.is_recorded(step)\n            or not (asked",
+        "            not (asked",
     ),
     "r13-awaiting-before-indeterminate": (
         "the status rules in another order (awaiting_approval before indeterminate)",
@@ -273,9 +273,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "m04-malformed-call-runs-the-tool": (
         "a tool call whose arguments were not JSON runs the tool with {}",
-        "loop.py",
-        "    elif call.error is not None:\n        refusal = call.error\n",
-        "",
+        "turns.py",
+        "            return denied\n        return call.error\n",
+        "            return denied\n        return None\n",
     ),
     "o01-fork-copies-an-open-write": (
         "a fork copies a write that may or may not have happened",
@@ -333,9 +333,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "f03-denied-write-recorded-as-read": (
         "a call refused by policy or a deny records its start as a read",
-        "loop.py",
-        "        return refuse, gate.is_write(call.name), False",
-        "        return refuse, False, False",
+        "turns.py",
+        "refuse, write=write, refused=True",
+        "refuse, write=False, refused=True",
     ),
     "f04-refused-write-indeterminate": (
         "a refused write's start (it never acted) stops the run as indeterminate",
@@ -416,9 +416,9 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
     ),
     "a08-deny-refuses-the-whole-turn": (
         "a deny signal refuses every call of its turn, not just the one it names",
-        "loop.py",
-        "    elif marker in denied:\n        refusal = denied[marker]\n",
-        "    elif denied:\n        refusal = next(iter(denied.values()))\n",
+        "turns.py",
+        "denied = self.denied.get(self.marker(index, call, turn=turn))",
+        "denied = next(iter(self.denied.values()), None)",
     ),
     "a09-late-deny-refuses-any-call": (
         "a deny that lands while the turn runs refuses whichever call starts next",
@@ -475,6 +475,43 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '                    conn.execute(*_q("lock_row", {"run_id": run_id}))\n',
         "",
     ),
+    # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
+    "p01-pydantic-turn-runs-before-approval": (
+        "a Pydantic AI turn's reads run while another of its calls waits for a human",
+        "integrations/pydantic_ai/attempt.py",
+        "        if pending:\n            raise Waiting(pending)\n",
+        "",
+    ),
+    "p02-pydantic-usage-lost-on-replay": (
+        "usage a tool added to the run is lost when its step is replayed (pydantic-ai #6886)",
+        "integrations/pydantic_ai/attempt.py",
+        "        if not ran and isinstance(spent, dict):",
+        "        if False:",
+    ),
+    "p03-pydantic-calls-in-parallel": (
+        "a turn's tool calls run in parallel, their steps in whatever order they finish",
+        "integrations/pydantic_ai/engine.py",
+        "sequential_tools_in_durable_context=True,",
+        "sequential_tools_in_durable_context=False,",
+    ),
+    "p04-pydantic-deny-runs-the-tool": (
+        "a human's deny is handed to Pydantic AI as an approval",
+        "integrations/pydantic_ai/attempt.py",
+        "decided[part.tool_call_id] = ToolDenied(reason)",
+        "decided[part.tool_call_id] = True",
+    ),
+    "p05-pydantic-output-call-as-tool-step": (
+        "a structured output's call is recorded as a tool call that never gets a step",
+        "integrations/pydantic_ai/shapes.py",
+        "        if p.tool_name not in output_tools",
+        "        if True",
+    ),
+    "p06-pydantic-reconciled-result-not-given-back": (
+        "the result a human reconciled is not what the model reads as the tool's return",
+        "integrations/pydantic_ai/shapes.py",
+        'content = recorded.get("content", "") if isinstance(recorded, dict) else ""',
+        'content = ""',
+    ),
 }
 
 TESTS = [
@@ -501,6 +538,8 @@ TESTS = [
 
 # The tests of a file outside the core, run besides TESTS for its mutants.
 MORE_TESTS = {"tui/durableagent_tui/web.py": ["tests/test_web_guard.py"]}
+# An integration's mutants run its own tests only: the core's tests never load it.
+INTEGRATION_TESTS = {"integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"]}
 
 
 def run_mutant(name: str, work: Path) -> list[str]:
@@ -515,6 +554,9 @@ def run_mutant(name: str, work: Path) -> list[str]:
     target.write_text(text.replace(original, mutated))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(core), str(tui)])}
     tests = TESTS + MORE_TESTS.get(file, [])
+    for folder, own in INTEGRATION_TESTS.items():
+        if file.startswith(folder):
+            tests = own
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", *tests],
         cwd=ROOT,

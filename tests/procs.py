@@ -21,7 +21,8 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 class WorkerProcess:
-    """``agentrun worker`` in a child process, its log in a file."""
+    """``agentrun worker`` in a child process, its log in a file: ``agent`` is a name in
+    ``_child_agents``, or any ``MODULE:ATTR``."""
 
     def __init__(self, root: Path | str, agent: str, log: Path, *args: str, **env: str) -> None:
         self.log = log
@@ -33,7 +34,7 @@ class WorkerProcess:
                 "durableagent.cli",
                 "worker",
                 "--agent",
-                f"_child_agents:{agent}",
+                agent if ":" in agent else f"_child_agents:{agent}",
                 "--store",
                 str(root),
                 "--rescan",

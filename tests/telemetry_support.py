@@ -124,6 +124,18 @@ def worker(root: Path, log: Path, *args: str, **env: str) -> subprocess.Popen[by
         )
 
 
+def by_attempt_spans(spans: list[Any]) -> dict[int, list[Any]]:
+    """Each attempt's step spans, by the attempt's number, in the order they started."""
+    attempts = {s.context.span_id: s for s in spans if s.name == "durableagent.attempt"}
+    out: dict[int, list[Any]] = {}
+    for a in attempts.values():
+        out[int(a.attributes["durableagent.attempt"])] = sorted(
+            (s for s in spans if s.parent is not None and s.parent.span_id == a.context.span_id),
+            key=lambda s: s.start_time or 0,
+        )
+    return out
+
+
 def traced() -> tuple[TracerProvider, InMemorySpanExporter]:
     exporter = InMemorySpanExporter()
     provider = TracerProvider()

@@ -19,6 +19,7 @@ HEAVY = (
     "psycopg",
     "psycopg_pool",
     "mcp",
+    "pydantic_ai",
 )
 
 
@@ -36,6 +37,11 @@ def loaded_after(module: str, then: str = "") -> set[str]:
 
 def test_importing_durableagent_loads_no_ui_no_watchfiles_and_no_model_sdk():
     assert loaded_after("durableagent") == set()
+
+
+def test_importing_durableagent_and_its_integrations_package_loads_no_framework():
+    assert loaded_after("durableagent, durableagent.integrations") == set()
+    assert "pydantic_ai" in loaded_after("durableagent.integrations.pydantic_ai")
 
 
 def test_the_models_package_loads_an_sdk_only_when_its_adapter_is_asked_for():

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from _telemetry_agents import helpdesk
-from opentelemetry.sdk.trace import ReadableSpan
+from telemetry_support import by_attempt_spans as by_attempt
 from telemetry_support import run_approved, traced, until
 
 from durableagent import FileStore, Message, submit
@@ -21,18 +21,6 @@ from durableagent.telemetry import run_trace_id
 from durableagent.worker import Worker
 
 TESTS = Path(__file__).parent
-
-
-def by_attempt(spans: list[ReadableSpan]) -> dict[int, list[ReadableSpan]]:
-    """Each attempt's step spans, by the attempt's number, in the order they started."""
-    attempts = {s.context.span_id: s for s in spans if s.name == "durableagent.attempt"}
-    out: dict[int, list[ReadableSpan]] = {}
-    for a in attempts.values():
-        out[int(a.attributes["durableagent.attempt"])] = sorted(
-            (s for s in spans if s.parent is not None and s.parent.span_id == a.context.span_id),
-            key=lambda s: s.start_time or 0,
-        )
-    return out
 
 
 async def test_a_run_is_one_trace_its_attempts_spans_and_replayed_steps_marked(

@@ -59,6 +59,7 @@ from .steps import model_step, parse_step, step_tool_name, tool_step
 from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
 from .tools import Cancelled, Result, Tool, ToolContext
 from .tools.typed import tool
+from .turns import AgentLoop, Turns
 from .view import RunView, StepView, Tokens, view_run, view_store
 from .worker import Agent, Worker
 
@@ -82,6 +83,7 @@ __all__ = [
     "NEEDS_HUMAN",
     "Agent",
     "AgentConfig",
+    "AgentLoop",
     "AgentLostError",
     "AgentStartError",
     "Attempt",
@@ -150,6 +152,7 @@ __all__ = [
     "ToolContext",
     "ToolNameCollisionError",
     "ToolPolicyError",
+    "Turns",
     "Worker",
     "audit",
     "check_run_id",

@@ -11,7 +11,6 @@ from typing import Any, TypeVar
 from .budget import Prices, over_budget
 from .control import Control, Controls, halts
 from .errors import IndeterminateError, LeaseLostError, OverBudgetError, RunHalted, RunStopped
-from .loop import StepFn
 from .messages import StepKind
 from .record import STEP_COMPLETED, STEP_STARTED, Record
 from .step_index import (
@@ -24,6 +23,7 @@ from .step_index import (
 )
 from .stores import Lease, Store
 from .tools import Cancelled, Result, ToolContext, reset_context, set_context
+from .turns import StepFn
 
 
 class _DeniedMeanwhile(Exception):

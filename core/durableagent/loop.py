@@ -1,77 +1,21 @@
-"""The agent loop and its seam: every model and tool call goes through a StepRunner."""
+"""The agent loop: our own agent (``AgentConfig``) runs its model turns and tool calls through
+:class:`~durableagent.turns.Turns`, the seam every step goes through (see turns.py)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from .budget import Budget, Prices, reservation
-from .calls import marker_for
 from .durations import parse_duration
-from .errors import MaxTurnsExceeded, ToolNameCollisionError
-from .gate import Pending, PolicyGate, describe_policy, policy_source
-from .messages import Message, StepKind, ToolCall
+from .errors import ToolNameCollisionError
+from .gate import PolicyGate
+from .messages import Message, ToolCall
 from .models.base import Model
-from .steps import model_step, tool_step
-from .tools import Result, Tool, plain_context, reset_context, set_context
-
-StepFn = Callable[[], Awaitable[Any]]
-
-
-class StepRunner(Protocol):
-    """Runs one named step. A durable runner journals it; a plain one just awaits ``fn``."""
-
-    async def run_step(
-        self,
-        name: str,
-        kind: StepKind,
-        fn: StepFn,
-        *,
-        write: bool = False,
-        marker: str | None = None,
-        idempotent: bool = False,
-        hint: str = "",
-        classified_by: str = "",
-        refused: bool = False,
-        gated: bool = False,
-        reserve: Callable[[], int] | None = None,
-    ) -> Any: ...
-
-    def is_recorded(self, name: str) -> bool: ...
-
-
-# A runner that sets ``reserves`` true is given each model step's ``reserve``: a function
-# returning the tokens the call may use (see budget.reservation); other runners never are.
-
-
-class PlainRunner:
-    """Awaits each step; remembers nothing."""
-
-    async def run_step(
-        self,
-        name: str,
-        kind: StepKind,
-        fn: StepFn,
-        *,
-        write: bool = False,
-        marker: str | None = None,
-        idempotent: bool = False,
-        hint: str = "",
-        classified_by: str = "",
-        refused: bool = False,
-        gated: bool = False,
-        reserve: Callable[[], int] | None = None,
-    ) -> Any:
-        token = set_context(plain_context(name))
-        try:
-            return await fn()
-        finally:
-            reset_context(token)
-
-    def is_recorded(self, name: str) -> bool:
-        return False
+from .tools import Result, Tool
+from .turns import LoopOutcome, PlainRunner, StepFn, StepRunner, Turns
 
 
 @dataclass(frozen=True)
@@ -106,13 +50,33 @@ class AgentConfig:
             if first is not t:
                 raise ToolNameCollisionError(t.name, first.describe_origin(), t.describe_origin())
 
+    async def run_turns(self, messages: Sequence[Message], turns: Turns) -> LoopOutcome:
+        """The loop itself (``AgentLoop``): a model step per turn; an answer without tool
+        calls ends it; otherwise the turn's calls a human must decide on stop it as pending,
+        before any call runs, and else each call runs in order and its result goes back to the
+        model as a tool message."""
+        tools = {t.name: t for t in self.tools}
+        # One list for the whole run, appended to in place: replay stays linear.
+        convo: list[Message] = [Message("system", self.system)] if self.system else []
+        convo.extend(messages)
+        while True:
 
-@dataclass(frozen=True)
-class LoopOutcome:
-    """``message`` set: the run answered. ``pending`` non-empty: it waits for a human."""
+            async def call_model() -> Any:
+                reply = await self.model.complete(convo, self.tools)
+                return reply.to_dict()
 
-    message: Message | None
-    pending: tuple[Pending, ...] = field(default=())
+            reply = Message.from_dict(
+                await turns.model(call_model, reserve=lambda: _reservation(self, convo))
+            )
+            convo.append(reply)
+            if not reply.tool_calls:
+                return LoopOutcome(reply)
+            pending = turns.pending(reply.tool_calls)
+            if pending:
+                return LoopOutcome(None, pending)
+            for i, call in enumerate(reply.tool_calls):
+                result = Result.from_dict(await turns.tool(i, call, _invoke(call, tools)))
+                convo.append(Message("tool", result.content, tool_call_id=call.id, name=call.name))
 
 
 async def run_loop(
@@ -129,67 +93,15 @@ async def run_loop(
     Before any call of a turn runs, every unrecorded call is checked: if one needs a human,
     the loop returns all such calls of that turn as pending and runs none of them.
     """
-    runner = runner or PlainRunner()
-    gate = gate or PolicyGate()
-    approved_set = frozenset(approved)
-    denied_map: Mapping[str, str] = denied or {}
-    tools = {t.name: t for t in config.tools}
-    # One list for the whole run, appended to in place: replay stays linear.
-    convo: list[Message] = [Message("system", config.system)] if config.system else []
-    convo.extend(messages)
-
-    for turn in range(1, config.max_turns + 1):
-
-        async def call_model() -> Any:
-            reply = await config.model.complete(convo, config.tools)
-            return reply.to_dict()
-
-        budgeting: dict[str, Any] = {}
-        if getattr(runner, "reserves", False):
-            budgeting["reserve"] = lambda: _reservation(config, convo)
-        reply = Message.from_dict(
-            await runner.run_step(model_step(turn), StepKind.MODEL, call_model, **budgeting)
-        )
-        convo.append(reply)
-        if not reply.tool_calls:
-            return LoopOutcome(reply)
-
-        steps = [tool_step(turn, i, c.name) for i, c in enumerate(reply.tool_calls)]
-        markers = [marker_for(s, c.arguments) for s, c in zip(steps, reply.tool_calls, strict=True)]
-        pending = tuple(
-            Pending(m, s, c.name, c.arguments, _policy_line(tools.get(c.name), gate))
-            for s, m, c in zip(steps, markers, reply.tool_calls, strict=True)
-            if not runner.is_recorded(s)
-            and gate.needs_approval(c.name)
-            and c.error is None  # a malformed call is refused below, never put to a human
-            and not gate.is_denied(c.name)
-            and m not in approved_set
-            and m not in denied_map
-        )
-        if pending:
-            return LoopOutcome(None, pending)
-
-        for step, marker, call in zip(steps, markers, reply.tool_calls, strict=True):
-            fn, write, acts = _tool_fn(call, marker, tools, gate, denied_map)
-            # A call that will act carries its marker: a deny recorded after this attempt
-            # began still stops it, up to the moment its start is recorded. A refused one
-            # records the gate's class all the same (a denied write is still a write), and
-            # that it was refused (so it never waits for a reconcile).
-            policy = _write_policy(tools.get(call.name), gate, write) if acts else {}
-            if acts and not write and gate.needs_approval(call.name):
-                policy["gated"] = True  # a read a human approved: checked before it runs
-            recorded = await runner.run_step(
-                step,
-                StepKind.TOOL,
-                fn,
-                write=write,
-                marker=marker if acts else None,
-                **(policy if acts else {"refused": True}),
-            )
-            result = Result.from_dict(recorded)
-            convo.append(Message("tool", result.content, tool_call_id=call.id, name=call.name))
-
-    raise MaxTurnsExceeded(config.max_turns)
+    turns = Turns(
+        runner,
+        gate,
+        approved=approved,
+        denied=denied,
+        tools=config.tools,
+        max_turns=config.max_turns,
+    )
+    return await config.run_turns(messages, turns)
 
 
 def _reservation(config: AgentConfig, convo: Sequence[Message]) -> int:
@@ -201,56 +113,20 @@ def _reservation(config: AgentConfig, convo: Sequence[Message]) -> int:
     return reservation(getattr(config.model, "output_limit", None), len(sent))
 
 
-def _policy_line(tool: Tool | None, gate: PolicyGate) -> str:
-    return "" if tool is None else describe_policy(tool, gate)
-
-
-def _write_policy(tool: Tool | None, gate: PolicyGate, write: bool) -> dict[str, Any]:
-    """``idempotent`` and ``hint`` for a write's start, and ``classified_by`` for any tool
-    call's (where its class came from, when its code did not declare it), passed only when
-    they apply so that a StepRunner written before them still runs every other call."""
-    if tool is None:
-        return {}
-    source = policy_source(tool, gate)
-    policy: dict[str, Any] = {"classified_by": source} if source else {}
-    if not write:
-        return policy
-    if gate.is_idempotent(tool.name):
-        policy["idempotent"] = True
-    if tool.hint:
-        policy["hint"] = tool.hint
-    return policy
-
-
-def _tool_fn(
-    call: ToolCall,
-    marker: str,
-    tools: Mapping[str, Tool],
-    gate: PolicyGate,
-    denied: Mapping[str, str],
-) -> tuple[StepFn, bool, bool]:
-    """The step function for one call, the gate's class of its tool (a write?), and whether
-    it calls the tool. A refused call records an error result without touching the tool."""
-    refusal: str | None = None
-    if gate.is_denied(call.name):
-        refusal = f"denied by policy: the tool {call.name!r} is not allowed"
-    elif marker in denied:
-        refusal = denied[marker]
-    elif call.name not in tools:
-        refusal = f"unknown tool {call.name!r}; available: {', '.join(sorted(tools)) or 'none'}"
-    elif call.error is not None:
-        refusal = call.error
-    if refusal is not None:
-        refused = Result(refusal, is_error=True).to_dict()
-
-        async def refuse() -> Any:
-            return refused
-
-        return refuse, gate.is_write(call.name), False
-
-    tool = tools[call.name]
+def _invoke(call: ToolCall, tools: Mapping[str, Tool]) -> StepFn:
+    """The step function calling ``call``'s tool (Turns refuses an unknown one first)."""
 
     async def invoke() -> Any:
-        return (await tool.call(call.arguments)).to_dict()
+        return (await tools[call.name].call(call.arguments)).to_dict()
 
-    return invoke, gate.is_write(call.name), True
+    return invoke
+
+
+__all__ = [
+    "AgentConfig",
+    "LoopOutcome",
+    "PlainRunner",
+    "StepFn",
+    "StepRunner",
+    "run_loop",
+]

@@ -28,12 +28,12 @@ from .ids import check_run_id
 from .journal import Journal, deny_reason, halt_reason
 from .lineage import unfinished_fork
 from .listen import listen
-from .loop import AgentConfig, run_loop
 from .messages import Message
 from .outcome import Outcome, Status
 from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, Record, signal_fields
 from .stores import Lease, Store
 from .telemetry.observe import RunWatch
+from .turns import AgentLoop, Turns
 
 # How an attempt a halting signal (or the budget) stopped ends.
 HALTED = {
@@ -46,9 +46,10 @@ HALTED = {
 
 @dataclass(frozen=True)
 class Config:
-    """What a run needs: the agent, the gate deciding writes and approvals, and the store."""
+    """What a run needs: the agent (our own ``AgentConfig``, or an agent that brings its own
+    loop: see ``AgentLoop``), the gate deciding writes and approvals, and the store."""
 
-    agent: AgentConfig
+    agent: AgentLoop
     gate: PolicyGate
     store: Store
 
@@ -112,14 +113,15 @@ async def run(
             listening = asyncio.create_task(listen(store, run_id, journal, wake))
             approved, denied = _decisions(records)
             try:
-                loop_out = await run_loop(
-                    config.agent,
-                    _recorded_input(run_id, records),
-                    runner=runner,
-                    gate=config.gate,
+                turns = Turns(
+                    runner,
+                    config.gate,
                     approved=approved,
                     denied=denied,
+                    tools=config.agent.tools,
+                    max_turns=config.agent.max_turns,
                 )
+                loop_out = await config.agent.run_turns(_recorded_input(run_id, records), turns)
             finally:
                 listening.cancel()
             if loop_out.message is not None:
@@ -209,7 +211,7 @@ class _AlreadySubmitted(Exception):
     """Internal: the same input was submitted before; refuse the append quietly."""
 
 
-def _started(given: Any, budget: Budget | None, agent: AgentConfig) -> dict[str, Any]:
+def _started(given: Any, budget: Budget | None, agent: AgentLoop) -> dict[str, Any]:
     """A new run's run.started data: its input, and its budget (the given one, else the
     agent's) when it has limits."""
     data: dict[str, Any] = {"input": given}
@@ -219,7 +221,7 @@ def _started(given: Any, budget: Budget | None, agent: AgentConfig) -> dict[str,
     return data
 
 
-def _model_name(agent: AgentConfig) -> str:
+def _model_name(agent: AgentLoop) -> str:
     """The agent's model as its prices name it (an adapter's ``model``), else ""."""
     name = getattr(agent.model, "model", None)
     return name if isinstance(name, str) else ""

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..budget import Budget
 from ..errors import StoreError
+from ..loop import AgentConfig
 from ..messages import Message
 from ..outcome import Status
 from ..run import Config, run, submit
@@ -128,6 +129,7 @@ async def _build_runs(store: FileStore, config: Config, children: list[_CrashChi
     over = await run(config, "report-export", None, owner=BUILDER)
     assert over.status == Status.OVER_BUDGET, over
 
+    assert isinstance(config.agent, AgentConfig)  # the demo's own agent
     lapsing = dataclasses.replace(config.agent, approve_within=PRINTER_WITHIN)
     waits = await run(
         dataclasses.replace(config, agent=lapsing),

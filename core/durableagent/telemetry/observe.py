@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 from ..errors import IndeterminateError, LeaseLostError, RunHalted, RunStopped
 from ..fold import Summary
 from ..journal import Journal
-from ..loop import StepFn
 from ..messages import StepKind
 from ..outcome import Outcome
 from ..record import RUN_STARTED, STEP_COMPLETED, Record
 from ..steps import model_step, parse_step
 from ..stores import Lease, Store
 from ..stores.protocol import LOST, STOPPED
+from ..turns import StepFn
 from . import logs
 
 if TYPE_CHECKING:

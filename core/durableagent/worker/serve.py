@@ -31,13 +31,13 @@ from ..errors import (
 from ..fold import RunStatus, Summary
 from ..gate import PolicyGate
 from ..journal import steps_still_running
-from ..loop import AgentConfig
 from ..outcome import Outcome
 from ..roster import DEFAULT_HEARTBEAT
 from ..run import Config, run
 from ..stores import Store
 from ..stores.protocol import default_owner
 from ..telemetry import configure
+from ..turns import AgentLoop
 from .heartbeat import Heartbeat
 from .holder import Holder, Source, is_lost
 from .lapses import deny_lapsed
@@ -69,9 +69,11 @@ def _where(store: Store) -> str:
 
 @dataclass(frozen=True)
 class Agent:
-    """What a worker runs: the agent (model, tools, prompt) and the gate deciding its writes."""
+    """What a worker runs: the agent (our own ``AgentConfig``, or an agent that brings its own
+    loop: ``AgentLoop``, e.g. ``durableagent.integrations.pydantic_ai.durable``) and the gate
+    deciding its writes."""
 
-    config: AgentConfig
+    config: AgentLoop
     gate: PolicyGate
 
 
