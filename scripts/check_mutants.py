@@ -512,6 +512,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'content = recorded.get("content", "") if isinstance(recorded, dict) else ""',
         'content = ""',
     ),
+    "t01-summary-folds-records-twice": (
+        "a summary disagrees with its journal (a check's re-read folded onto the tip)",
+        "stores/file/store.py",
+        "start, seq0, tip = 0, 0, None",
+        "start, seq0 = 0, 0",
+    ),
+    "t02-reloaded-fold-forgets-finished-steps": (
+        "a summary disagrees with its journal (a saved fold counts a finished step again)",
+        "fold.py",
+        '"finished": None if self.finished is None else sorted(self.finished),',
+        '"finished": None,',
+    ),
 }
 
 TESTS = [
