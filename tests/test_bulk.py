@@ -315,3 +315,33 @@ def test_after_a_slow_yes_only_the_calls_shown_are_decided(demo: Path) -> None:
     again = {t.run_id: t for t in replan(store, action, shown, query)}
     assert again["laptop-broken"].calls == laptop.calls[:1]
     assert "no longer matches" in again["shared-drive"].note
+
+
+def test_status_paused_selects_every_run_whose_pause_is_in_force(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pause over runs that need a human leaves them showing awaiting_approval,
+    indeterminate, over_budget (``· then held: paused``): ``ls --status paused``, a
+    ``status:paused`` query and ``resume --where status:paused`` select every one of them."""
+    where = "needs:human -status:failed"
+    held = {s.run_id for s in parse_query(where).select(FileStore(demo).summaries())}
+    assert len(held) >= 3
+    code, out, _ = run(
+        capsys, "pause", "--where", where, "--reason", "r", "--yes", "--store", str(demo)
+    )
+    assert code == 0 and f"{len(held)} applied" in out
+    assert {s.status for s in FileStore(demo).summaries() if s.run_id in held} != {"paused"}
+
+    code, out, _ = run(capsys, "ls", "--json", "--status", "paused", "--store", str(demo))
+    assert code == 0
+    assert {json.loads(line)["run_id"] for line in out.splitlines()} == held
+    code, out, _ = run(capsys, "ls", "--json", "--where", "status:paused", "--store", str(demo))
+    assert {json.loads(line)["run_id"] for line in out.splitlines()} == held
+    code, out, _ = run(capsys, "ls", "--json", "--where", "-status:paused", "--store", str(demo))
+    assert not {json.loads(line)["run_id"] for line in out.splitlines()} & held
+
+    code, out, _ = run(capsys, "resume", "--where", "status:paused", "--yes", "--store", str(demo))
+    assert code == 0 and f"{len(held)} applied, 0 refused" in out
+    assert parse_query("status:paused").select(FileStore(demo).summaries()) == []
+    code, out, _ = run(capsys, "ls", "--json", "--status", "paused", "--store", str(demo))
+    assert out == ""

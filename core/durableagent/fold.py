@@ -348,10 +348,32 @@ class Summary(NamedTuple):
         return Control.from_dict(self._controls().get("halt"))
 
     @property
+    def paused(self) -> bool:
+        """Whether a pause is in force (SPEC §10: no attempt starts until a resume), whatever
+        status shows first: an ``awaiting_approval`` run paused as well (``· then held:
+        paused``), a running one winding down after the pause. A completed, cancelled or
+        moved run is held by no pause."""
+        if self.status == RunStatus.PAUSED:
+            return True
+        if not self.controls or self.status in _UNHELD:
+            return False
+        halt = self.halt
+        return halt is not None and halt.name == "pause"
+
+    def has_status(self, status: RunStatus) -> bool:
+        """The one rule by which ``ls --status``, every query's ``status:`` term and the
+        TUI's filter select a run: its status, and ``paused`` for any run whose pause is in
+        force (see :attr:`paused`)."""
+        return self.status == status or (status == RunStatus.PAUSED and self.paused)
+
+    @property
     def stopping(self) -> str:
         """``cancel`` or ``pause`` while a running run's attempt winds down after one; ""."""
         halt = self.halt if self.status == RunStatus.RUNNING else None
         return "" if halt is None else halt.name
+
+
+_UNHELD = (RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.MOVED)
 
 
 def summarize(run_id: str, f: Fold, outcome: Outcome | None, leased: bool = False) -> Summary:
