@@ -524,6 +524,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '"finished": None if self.finished is None else sorted(self.finished),',
         '"finished": None,',
     ),
+    "t03-cancelled-run-not-copied": (
+        "a cancelled run refused by copy as if it could still run (SPEC §7)",
+        "copying.py",
+        "FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED})",
+        "FINISHED = frozenset({RunStatus.COMPLETED})",
+    ),
 }
 
 TESTS = [
@@ -549,7 +555,10 @@ TESTS = [
 ]
 
 # The tests of a file outside the core, run besides TESTS for its mutants.
-MORE_TESTS = {"tui/durableagent_tui/web.py": ["tests/test_web_guard.py"]}
+MORE_TESTS = {
+    "tui/durableagent_tui/web.py": ["tests/test_web_guard.py"],
+    "copying.py": ["tests/test_store_commands.py"],
+}
 # An integration's mutants run its own tests only: the core's tests never load it.
 INTEGRATION_TESTS = {"integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"]}
 
