@@ -475,6 +475,33 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '                    conn.execute(*_q("lock_row", {"run_id": run_id}))\n',
         "",
     ),
+    # issue 23: guarantees the mutation audit found no test holding
+    "g01-no-halt-check-at-a-steps-start": (
+        "a cancel accepted while a write ran: the model is called after the write anyway",
+        "journal.py",
+        "        self._check_halt(name)\n        started: dict",
+        "        started: dict",
+    ),
+    "g02-a-pause-heard-leaves-the-read-running": (
+        "a pause heard while a read runs (its start shown) does not cancel the read",
+        "listen.py",
+        "        halt = controls.halt\n",
+        "        halt = controls.moved or controls.cancelled\n",
+    ),
+    "g03-cost-check-forgets-the-lost": (
+        "the cost check's copy of the spend drops the reservations of calls lost in a crash",
+        "budget.py",
+        "        return Spend.from_json(self.to_json())",
+        "        return Spend(\n"
+        "            dict(self.used), {}, dict(self.open), self.model_calls, self.tool_calls\n"
+        "        )",
+    ),
+    "g04-reservation-not-fsynced": (
+        "a budgeted model step's start (its reservation) is not fsynced before the call",
+        "journal.py",
+        "            sync = write or (budgeted and kind == StepKind.MODEL)",
+        "            sync = write",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
