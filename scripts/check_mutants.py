@@ -502,6 +502,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            sync = write or (budgeted and kind == StepKind.MODEL)",
         "            sync = write",
     ),
+    "g05-approval-deadline-from-the-attempt": (
+        "an approval deadline counts from the attempt that stopped for it, not from the ask",
+        "deadlines.py",
+        "deadline_at=asked.at + seconds",
+        "deadline_at=time.time() + seconds",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
