@@ -508,6 +508,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "deadline_at=asked.at + seconds",
         "deadline_at=time.time() + seconds",
     ),
+    "g06-yes-beats-dry-run": (
+        "--dry-run --yes applies the bulk action (--yes wins over --dry-run)",
+        "cli/bulk.py",
+        "    if args.dry_run:\n",
+        "    if args.dry_run and not args.yes:\n",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
@@ -570,7 +576,10 @@ TESTS = [
 ]
 
 # The tests of a file outside the core, run besides TESTS for its mutants.
-MORE_TESTS = {"tui/durableagent_tui/web.py": ["tests/test_web_guard.py"]}
+MORE_TESTS = {
+    "tui/durableagent_tui/web.py": ["tests/test_web_guard.py"],
+    "cli/bulk.py": ["tests/test_bulk.py"],
+}
 # An integration's mutants run its own tests only: the core's tests never load it.
 INTEGRATION_TESTS = {"integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"]}
 
