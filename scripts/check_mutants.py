@@ -514,6 +514,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    if args.dry_run:\n",
         "    if args.dry_run and not args.yes:\n",
     ),
+    "g07-move-copies-before-the-write-ends": (
+        "copy --move copies a run whose attempt is still inside a write (its result lost)",
+        "copying.py",
+        "    _wait_free(src, run_id, wait)\n",
+        "",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
