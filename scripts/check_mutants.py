@@ -520,6 +520,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    _wait_free(src, run_id, wait)\n",
         "",
     ),
+    "g08-escalates-a-run-no-longer-waiting": (
+        "a run that stopped needing a human (cancelled) stays watched and is escalated",
+        "notify/notifier.py",
+        "            self._seen.pop(rid, None)\n            if summary is not None and summary",
+        "            if summary is not None and summary",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
