@@ -526,6 +526,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            self._seen.pop(rid, None)\n            if summary is not None and summary",
         "            if summary is not None and summary",
     ),
+    "g09-liveness-from-the-default-period": (
+        "a worker's liveness is judged from the default heartbeat, not its own",
+        "roster.py",
+        "        return now - self.beat_at < LIVE_BEATS * max(self.heartbeat, 0.1)",
+        "        return now - self.beat_at < LIVE_BEATS * DEFAULT_HEARTBEAT",
+    ),
+    "g09b-registered-heartbeat-not-read": (
+        "a registration read back loses its worker's heartbeat (the default taken instead)",
+        "roster.py",
+        'heartbeat=float(d.get("heartbeat") or DEFAULT_HEARTBEAT),',
+        "heartbeat=DEFAULT_HEARTBEAT,",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
