@@ -62,6 +62,33 @@ def test_a_worker_is_live_within_three_heartbeats_then_gone(any_store: Store) ->
     assert state == {"fresh": "live", "stale": "gone"}
 
 
+def test_liveness_is_judged_from_each_workers_own_heartbeat(any_store: Store) -> None:
+    """A worker beating every minute is live 100 s after its beat and gone at 200 s; one
+    beating every half second is live 1 s after and gone at 2 s (the default period, 5 s,
+    would say the opposite of each)."""
+    now = time.time()
+    for owner, heartbeat, ago in [
+        ("slow-live", 60.0, 100.0),
+        ("slow-gone", 60.0, 200.0),
+        ("quick-live", 0.5, 1.0),
+        ("quick-gone", 0.5, 2.0),
+    ]:
+        any_store.beat(replace(info(owner), heartbeat=heartbeat, beat_at=now - ago))
+    workers = any_store.workers()
+    assert {w.owner: w.heartbeat for w in workers} == {
+        "slow-live": 60.0,
+        "slow-gone": 60.0,
+        "quick-live": 0.5,
+        "quick-gone": 0.5,
+    }
+    assert {w.owner: w.state(now) for w in workers} == {
+        "slow-live": "live",
+        "slow-gone": "gone",
+        "quick-live": "live",
+        "quick-gone": "gone",
+    }
+
+
 def test_forgetting_a_worker_removes_only_it(any_store: Store) -> None:
     any_store.beat(info("w1"))
     any_store.beat(info("w2"))

@@ -204,7 +204,7 @@ def _watch(args: argparse.Namespace, store: Store) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     """Record a new run's input for a worker to execute."""
     if not args.text.strip():
-        raise Refused("the run's text is empty: say what the agent should do")
+        raise Usage("the run's text is empty: say what the agent should do")
     try:
         args.text.encode()
     except UnicodeEncodeError as e:
