@@ -160,3 +160,51 @@ def test_verbose_logs_every_decision_with_its_step(tmp_path: Path) -> None:
     assert seen[("r2", "llm/1")].startswith("replayed")
     assert seen[("r2", "tool/1/0/lookup")].startswith("re-ran: a read")
     assert seen[("r2", "llm/2")] == "ran"
+
+
+def test_the_worker_says_where_its_traces_go_as_it_does_for_metrics(tmp_path: Path) -> None:
+    """A worker with an OTLP endpoint in its environment says so at start, naming where the
+    spans go (and they do arrive there); one without says nothing of traces."""
+    from telemetry_support import Receiver
+
+    root = tmp_path / "runs"
+    store = FileStore(root)
+    submit(store, "r1", [Message("user", "the printer is on fire")])
+    quiet, traced = tmp_path / "quiet.log", tmp_path / "traced.log"
+    w = worker(root, quiet, "--owner", "Q")
+    try:
+        wait_for(lambda: "serving" in quiet.read_text(), 30, "the quiet worker's start")
+    finally:
+        w.send_signal(signal_.SIGTERM)
+        assert w.wait(15) == 0
+    assert "trac" not in quiet.read_text()
+    with Receiver() as receiver:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+        w = worker(root, traced, "--owner", "T", **env)
+        try:
+            wait_for(lambda: receiver.named("durableagent.attempt"), 30, "a span")
+        finally:
+            w.send_signal(signal_.SIGTERM)
+            assert w.wait(15) == 0
+    lines = traced.read_text().splitlines()
+    said = f"agentrun worker: traces to {receiver.endpoint}/v1/traces (OTLP/HTTP)"
+    assert said in lines
+    assert lines.index(said) < next(i for i, x in enumerate(lines) if "serving" in x)
+
+
+def test_the_traces_endpoint_is_said_without_its_secrets() -> None:
+    from durableagent.telemetry import otlp_endpoint
+
+    assert (
+        otlp_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "https://ops:s3cret@otel.example:4318/?k=1"})
+        == "https://otel.example:4318/v1/traces"
+    )
+    assert (
+        otlp_endpoint(
+            {
+                "OTEL_EXPORTER_OTLP_ENDPOINT": "http://ignored:4318",
+                "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:9999/custom?token=x",
+            }
+        )
+        == "http://collector:9999/custom"
+    )
