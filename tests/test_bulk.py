@@ -359,3 +359,69 @@ def test_after_a_slow_yes_only_the_calls_shown_are_decided(demo: Path) -> None:
     again = {t.run_id: t for t in replan(store, action, shown, query)}
     assert again["laptop-broken"].calls == laptop.calls[:1]
     assert "no longer matches" in again["shared-drive"].note
+
+
+def test_status_paused_selects_every_run_whose_pause_is_in_force(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pause over runs that need a human leaves them showing awaiting_approval,
+    indeterminate, over_budget (``· then held: paused``): ``ls --status paused``, a
+    ``status:paused`` query and ``resume --where status:paused`` select every one of them."""
+    where = "needs:human -status:failed"
+    held = {s.run_id for s in parse_query(where).select(FileStore(demo).summaries())}
+    assert len(held) >= 3
+    code, out, _ = run(
+        capsys, "pause", "--where", where, "--reason", "r", "--yes", "--store", str(demo)
+    )
+    assert code == 0 and f"{len(held)} applied" in out
+    assert {s.status for s in FileStore(demo).summaries() if s.run_id in held} != {"paused"}
+
+    code, out, _ = run(capsys, "ls", "--json", "--status", "paused", "--store", str(demo))
+    assert code == 0
+    assert {json.loads(line)["run_id"] for line in out.splitlines()} == held
+    code, out, _ = run(capsys, "ls", "--json", "--where", "status:paused", "--store", str(demo))
+    assert {json.loads(line)["run_id"] for line in out.splitlines()} == held
+    code, out, _ = run(capsys, "ls", "--json", "--where", "-status:paused", "--store", str(demo))
+    assert not {json.loads(line)["run_id"] for line in out.splitlines()} & held
+
+    code, out, _ = run(capsys, "resume", "--where", "status:paused", "--yes", "--store", str(demo))
+    assert code == 0 and f"{len(held)} applied, 0 refused" in out
+    assert parse_query("status:paused").select(FileStore(demo).summaries()) == []
+    code, out, _ = run(capsys, "ls", "--json", "--status", "paused", "--store", str(demo))
+    assert out == ""
+
+
+def store_files(root: Path) -> dict[str, bytes]:
+    """Every file under the store but its listing's cache (.summaries), byte for byte."""
+    files = [p for p in sorted(root.rglob("*")) if p.is_file() and ".summaries" not in p.parts]
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+
+
+# A query selecting runs each action would change in the demo (resume: the one paused here).
+CHANGING = {
+    "cancel": ["--where", "run:*-access", "--reason", "r"],
+    "pause": ["--where", "run:*-access", "--reason", "r"],
+    "resume": ["--where", "run:crm-access"],
+    "retry": ["--where", "status:failed"],
+    "approve": ["--where", "needs:human"],
+    "deny": ["--where", "needs:human"],
+}
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_dry_run_with_yes_writes_nothing_for_every_action(
+    action: str, demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--yes says do not ask; --dry-run still wins: the plan is printed, nothing written."""
+    assert set(CHANGING) == set(ACTIONS)
+    store = FileStore(demo)
+    signal(store, "crm-access", "pause", {}, by="ana", reason="so that resume has one")
+    before = store_files(demo)
+    code, out, _ = run(
+        capsys, action, *CHANGING[action], "--dry-run", "--yes", "--by", "ana",
+        "--store", str(demo),
+    )  # fmt: skip
+    assert code == 0, out
+    assert f"will {ACTIONS[action].verb} " in out and "dry run: nothing was written" in out
+    assert "applied" not in out
+    assert store_files(demo) == before
