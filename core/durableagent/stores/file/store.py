@@ -185,7 +185,7 @@ class FileStore:
             data = pread_all(fd, st.st_size - offset, offset)
         finally:
             os.close(fd)
-        lines, good = split_journal(data)
+        lines, good = split_journal(data, offset)
         if good and data[good - 1 : good] != b"\n":
             good -= len(lines.pop())  # a final record without its newline: read it again
         records = parse_lines(run_id, lines, seq + 1, seq + 1)
@@ -334,7 +334,7 @@ class FileStore:
                 check([])
             return seq0, size, False, tip
         data = pread_all(fd, size - start, start)
-        lines, rel = split_journal(data)
+        lines, rel = split_journal(data, start)
         new = parse_lines(run_id, lines, seq0 + 1, seq0 + 1)
         if check is not None:
             check([r for r in new if r.seq > since] if since else new)
