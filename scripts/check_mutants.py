@@ -538,6 +538,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'heartbeat=float(d.get("heartbeat") or DEFAULT_HEARTBEAT),',
         "heartbeat=DEFAULT_HEARTBEAT,",
     ),
+    "g10-retry-applied-only-once-the-write-finished": (
+        "the audit calls a reconcile-retry pending when its write ran again and died again",
+        "audit.py",
+        "            again = after(starts, step, r.seq)",
+        "            again = after(results, step, r.seq)",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
