@@ -581,6 +581,24 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'content = recorded.get("content", "") if isinstance(recorded, dict) else ""',
         'content = ""',
     ),
+    "t01-summary-folds-records-twice": (
+        "a summary disagrees with its journal (a check's re-read folded onto the tip)",
+        "stores/file/store.py",
+        "start, seq0, tip = 0, 0, None",
+        "start, seq0 = 0, 0",
+    ),
+    "t02-reloaded-fold-forgets-finished-steps": (
+        "a summary disagrees with its journal (a saved fold counts a finished step again)",
+        "fold.py",
+        '"finished": None if self.finished is None else sorted(self.finished),',
+        '"finished": None,',
+    ),
+    "t03-cancelled-run-not-copied": (
+        "a cancelled run refused by copy as if it could still run (SPEC §7)",
+        "copying.py",
+        "FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED})",
+        "FINISHED = frozenset({RunStatus.COMPLETED})",
+    ),
 }
 
 TESTS = [
@@ -608,6 +626,7 @@ TESTS = [
 # The tests of a file outside the core, run besides TESTS for its mutants.
 MORE_TESTS = {
     "tui/durableagent_tui/web.py": ["tests/test_web_guard.py"],
+    "copying.py": ["tests/test_store_commands.py"],
     "cli/bulk.py": ["tests/test_bulk.py"],
 }
 # An integration's mutants run its own tests only: the core's tests never load it.
