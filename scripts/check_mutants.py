@@ -544,6 +544,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            again = after(starts, step, r.seq)",
         "            again = after(results, step, r.seq)",
     ),
+    "g11-late-write-judged-from-the-attempts-start": (
+        "the late-write warning measures from the attempt's start, not its last record",
+        "takeover.py",
+        "last_sign = max((r.at for r in records if r.seq >= holder.first_seq), default=start.at)",
+        "last_sign = holder.started_at or start.at",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
