@@ -550,6 +550,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "last_sign = max((r.at for r in records if r.seq >= holder.first_seq), default=start.at)",
         "last_sign = holder.started_at or start.at",
     ),
+    "g12-fork-copies-the-cancel": (
+        "a fork of a cancelled run at a step the cancel came before carries the cancel along",
+        "fork.py",
+        '            keep = name == "reconcile" and r.step in started',
+        '            keep = name == "cancel" or (name == "reconcile" and r.step in started)',
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
