@@ -550,6 +550,24 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'heartbeat=float(d.get("heartbeat") or DEFAULT_HEARTBEAT),',
         "heartbeat=DEFAULT_HEARTBEAT,",
     ),
+    "g10-retry-applied-only-once-the-write-finished": (
+        "the audit calls a reconcile-retry pending when its write ran again and died again",
+        "audit.py",
+        "            again = after(starts, step, r.seq)",
+        "            again = after(results, step, r.seq)",
+    ),
+    "g11-late-write-judged-from-the-attempts-start": (
+        "the late-write warning measures from the attempt's start, not its last record",
+        "takeover.py",
+        "last_sign = max((r.at for r in records if r.seq >= holder.first_seq), default=start.at)",
+        "last_sign = holder.started_at or start.at",
+    ),
+    "g12-fork-copies-the-cancel": (
+        "a fork of a cancelled run at a step the cancel came before carries the cancel along",
+        "fork.py",
+        '            keep = name == "reconcile" and r.step in started',
+        '            keep = name == "cancel" or (name == "reconcile" and r.step in started)',
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
