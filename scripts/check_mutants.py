@@ -623,6 +623,36 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED})",
         "FINISHED = frozenset({RunStatus.COMPLETED})",
     ),
+    "h01-one-approval-notice-per-turn": (
+        "two calls waiting after one turn get one approval notice (a shared claim key)",
+        "notify/notices.py",
+        "        if not self.subject:\n            return self.kind",
+        "        if True:\n            return self.kind",
+    ),
+    "h02-budget-hint-raises-tokens": (
+        "the over-budget notice raises tokens, whatever limit stopped the run",
+        "notify/notices.py",
+        "limit = stopped_at(s.budget, s.waiting_on or s.error)",
+        'limit = "tokens"',
+    ),
+    "h03-fork-hint-without-as-and-reason": (
+        "a fork hint that fails when pasted (no --as, no --reason)",
+        "hints.py",
+        "--at {_q(at)} --as {_q(new)} --reason WHY{_where(store)}",
+        "{_q(new)} --at {_q(at)}{_where(store)}",
+    ),
+    "h04-demo-failure-not-exhausted": (
+        "the demo's failed run's count never says the workers gave up: no failed notice",
+        "demo/build.py",
+        'note_failure(store, "vpn-access", e, max_attempts=DEFAULT_MAX_ATTEMPTS)',
+        'note_failure(store, "vpn-access", e)',
+    ),
+    "h05-mail-body-taken-for-html": (
+        "a notice's plain text sent unlabelled: the mail loses its line breaks",
+        "notify/targets.py",
+        "title=title, body=body, body_format=self._apprise_module.NotifyFormat.TEXT",
+        "title=title, body=body",
+    ),
 }
 
 TESTS = [
@@ -655,6 +685,17 @@ MORE_TESTS = {
 }
 # An integration's mutants run its own tests only: the core's tests never load it.
 INTEGRATION_TESTS = {"integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"]}
+# A notice's, a hint's or the demo store's mutants run the tests that read what they say
+# (the core's suite prints no notice and pastes no hint).
+OWN_TESTS = {
+    "notify/": [
+        "tests/test_notices.py",
+        "tests/test_notice_targets.py",
+        "tests/test_demo_notices.py",
+    ],
+    "hints.py": ["tests/test_hints.py"],
+    "demo/": ["tests/test_demo_notices.py"],
+}
 
 
 def run_mutant(name: str, work: Path) -> list[str]:
@@ -669,7 +710,7 @@ def run_mutant(name: str, work: Path) -> list[str]:
     target.write_text(text.replace(original, mutated))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(core), str(tui)])}
     tests = TESTS + MORE_TESTS.get(file, [])
-    for folder, own in INTEGRATION_TESTS.items():
+    for folder, own in {**INTEGRATION_TESTS, **OWN_TESTS}.items():
         if file.startswith(folder):
             tests = own
     out = subprocess.run(
