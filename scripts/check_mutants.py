@@ -475,6 +475,69 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '                    conn.execute(*_q("lock_row", {"run_id": run_id}))\n',
         "",
     ),
+    # issue 23: guarantees the mutation audit found no test holding
+    "g01-no-halt-check-at-a-steps-start": (
+        "a cancel accepted while a write ran: the model is called after the write anyway",
+        "journal.py",
+        "        self._check_halt(name)\n        started: dict",
+        "        started: dict",
+    ),
+    "g02-a-pause-heard-leaves-the-read-running": (
+        "a pause heard while a read runs (its start shown) does not cancel the read",
+        "listen.py",
+        "        halt = controls.halt\n",
+        "        halt = controls.moved or controls.cancelled\n",
+    ),
+    "g03-cost-check-forgets-the-lost": (
+        "the cost check's copy of the spend drops the reservations of calls lost in a crash",
+        "budget.py",
+        "        return Spend.from_json(self.to_json())",
+        "        return Spend(\n"
+        "            dict(self.used), {}, dict(self.open), self.model_calls, self.tool_calls\n"
+        "        )",
+    ),
+    "g04-reservation-not-fsynced": (
+        "a budgeted model step's start (its reservation) is not fsynced before the call",
+        "journal.py",
+        "            sync = write or (budgeted and kind == StepKind.MODEL)",
+        "            sync = write",
+    ),
+    "g05-approval-deadline-from-the-attempt": (
+        "an approval deadline counts from the attempt that stopped for it, not from the ask",
+        "deadlines.py",
+        "deadline_at=asked.at + seconds",
+        "deadline_at=time.time() + seconds",
+    ),
+    "g06-yes-beats-dry-run": (
+        "--dry-run --yes applies the bulk action (--yes wins over --dry-run)",
+        "cli/bulk.py",
+        "    if args.dry_run:\n",
+        "    if args.dry_run and not args.yes:\n",
+    ),
+    "g07-move-copies-before-the-write-ends": (
+        "copy --move copies a run whose attempt is still inside a write (its result lost)",
+        "copying.py",
+        "    _wait_free(src, run_id, wait)\n",
+        "",
+    ),
+    "g08-escalates-a-run-no-longer-waiting": (
+        "a run that stopped needing a human (cancelled) stays watched and is escalated",
+        "notify/notifier.py",
+        "            self._seen.pop(rid, None)\n            if summary is not None and summary",
+        "            if summary is not None and summary",
+    ),
+    "g09-liveness-from-the-default-period": (
+        "a worker's liveness is judged from the default heartbeat, not its own",
+        "roster.py",
+        "        return now - self.beat_at < LIVE_BEATS * max(self.heartbeat, 0.1)",
+        "        return now - self.beat_at < LIVE_BEATS * DEFAULT_HEARTBEAT",
+    ),
+    "g09b-registered-heartbeat-not-read": (
+        "a registration read back loses its worker's heartbeat (the default taken instead)",
+        "roster.py",
+        'heartbeat=float(d.get("heartbeat") or DEFAULT_HEARTBEAT),',
+        "heartbeat=DEFAULT_HEARTBEAT,",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
@@ -512,6 +575,24 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'content = recorded.get("content", "") if isinstance(recorded, dict) else ""',
         'content = ""',
     ),
+    "t01-summary-folds-records-twice": (
+        "a summary disagrees with its journal (a check's re-read folded onto the tip)",
+        "stores/file/store.py",
+        "start, seq0, tip = 0, 0, None",
+        "start, seq0 = 0, 0",
+    ),
+    "t02-reloaded-fold-forgets-finished-steps": (
+        "a summary disagrees with its journal (a saved fold counts a finished step again)",
+        "fold.py",
+        '"finished": None if self.finished is None else sorted(self.finished),',
+        '"finished": None,',
+    ),
+    "t03-cancelled-run-not-copied": (
+        "a cancelled run refused by copy as if it could still run (SPEC §7)",
+        "copying.py",
+        "FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED})",
+        "FINISHED = frozenset({RunStatus.COMPLETED})",
+    ),
 }
 
 TESTS = [
@@ -537,7 +618,11 @@ TESTS = [
 ]
 
 # The tests of a file outside the core, run besides TESTS for its mutants.
-MORE_TESTS = {"tui/durableagent_tui/web.py": ["tests/test_web_guard.py"]}
+MORE_TESTS = {
+    "tui/durableagent_tui/web.py": ["tests/test_web_guard.py"],
+    "copying.py": ["tests/test_store_commands.py"],
+    "cli/bulk.py": ["tests/test_bulk.py"],
+}
 # An integration's mutants run its own tests only: the core's tests never load it.
 INTEGRATION_TESTS = {"integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"]}
 

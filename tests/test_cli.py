@@ -259,7 +259,7 @@ def test_wrong_markers_steps_and_states_are_refused(demo: Path) -> None:
         agentrun("approve", "shared-drive", "tool/2/0/create_ticket#000000000000", "--store", s),
         "no tool call with marker",
     )
-    refused(agentrun("approve", "shared-drive", "nohash", "--store", s), "marker")
+    usage(agentrun("approve", "shared-drive", "nohash", "--store", s), "is not a marker")
     refused(
         agentrun("deny", "billing-access", "tool/2/0/create_ticket#0", "--store", s), "completed"
     )
@@ -272,7 +272,7 @@ def test_wrong_markers_steps_and_states_are_refused(demo: Path) -> None:
         "already has a result",
     )
     refused(agentrun("retry", "shared-drive", "--store", s), "not failed")
-    refused(agentrun("submit", "x", "   ", "--store", s), "empty")
+    usage(agentrun("submit", "x", "   ", "--store", s), "empty")
 
 
 def test_a_corrupt_journal_is_listed_and_refused(demo: Path) -> None:

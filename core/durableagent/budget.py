@@ -370,6 +370,23 @@ def over_budget(
     return None
 
 
+def stopped_at(budget: Budget | None, reason: str) -> str | None:
+    """The limit a run stopped at: the one its over-budget reason names (as
+    :func:`over_budget` words it), else the first limit the budget has; None without one."""
+    why = reason.rpartition("over budget: ")[2]
+    named = next((k for k in LIMITS if why.startswith(f"{_label(k)}:")), None)
+    if named is not None:
+        return named
+    return next(iter(budget.to_dict()), None) if budget is not None else None
+
+
+def overdue(budget: Budget | None, started_at: float | None, now: float) -> float:
+    """How far past its deadline a run is (s), 0 when it is not or has none."""
+    if budget is None or budget.deadline is None or started_at is None:
+        return 0.0
+    return max(0.0, now - started_at - budget.deadline)
+
+
 def spent_of(n: int) -> str:
     return f"{n} made"
 

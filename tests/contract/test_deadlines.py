@@ -16,6 +16,7 @@ from _child_agents import lines
 from procs import WorkerProcess, wait_for
 
 from durableagent import Message, RunStatus, Store, submit, view_store
+from durableagent.deadlines import lapsed
 from durableagent.record import signal_fields
 
 pytestmark = pytest.mark.slow
@@ -147,3 +148,46 @@ def test_a_human_deciding_against_the_deadline_is_one_decision_never_both(
         outcomes.append(decision[0])
     assert outcomes[0] == "approve"  # half a second early: the human's decision stands
     assert lines(side, "tickets").count("ticket 0") == 1
+
+
+async def test_an_approval_deadline_counts_from_the_ask_not_from_a_later_attempt(
+    any_store: Store,
+) -> None:
+    """The model asked an hour ago (its attempt died there); the attempt that now stops for
+    the approval gives the call the deadline that started at the ask: one hour left of two,
+    and none left of half an hour (a worker denies it at once)."""
+    import time
+
+    from durableagent import (
+        AgentConfig,
+        Config,
+        PolicyGate,
+        ScriptedModel,
+        Status,
+        Tool,
+        ToolCall,
+        run,
+    )
+    from durableagent.testing import JournalWriter
+
+    for run_id, within in (("d1", 7200.0), ("d2", 1800.0)):
+        j = JournalWriter(any_store, run_id, time.time() - 3600)
+        j.start("file it")
+        with j.attempt("host-a:1", killed=True):
+            j.asks(1, ToolCall("c1", "file", {"summary": "VPN"}))
+        asked = next(r for r in any_store.load(run_id) if r.type == "step.completed")
+
+        def never(messages: object) -> Message:
+            raise AssertionError("the recorded model step was called again")
+
+        tools = [Tool("file", fn=lambda args: "T-1")]
+        gate = PolicyGate(writes={"file"}, approve_within={"file": within})
+        config = Config(AgentConfig(ScriptedModel(never), tools), gate, any_store)
+        out = await run(config, run_id, None)
+        assert out.status == Status.AWAITING_APPROVAL
+        (p,) = out.pending
+        assert p.deadline_at == pytest.approx(asked.at + within, abs=0.01)
+        (shown,) = view_store(any_store, run_id).pending
+        assert shown.deadline_at == pytest.approx(asked.at + within, abs=0.01)
+    assert lapsed(view_store(any_store, "d2").pending, time.time())
+    assert not lapsed(view_store(any_store, "d1").pending, time.time())

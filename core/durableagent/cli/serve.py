@@ -112,7 +112,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.notify:  # checked before anything serves: a bad URL is refused at start
         from .notify import notifier_of
 
-        notifier = notifier_of(store, args.notify)
+        notifier = notifier_of(store, args.notify, flag="--notify")
     if metrics is not None:
         try:
             port = metrics.serve(args.metrics_port, args.metrics_host)
