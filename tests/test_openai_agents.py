@@ -664,3 +664,73 @@ def test_the_sdk_context_reaches_a_tool_context_check(fake: FakeLLM):
     finally:
         CALL.reset(token)
     assert isinstance(RunContextWrapper(context=None), RunContextWrapper)
+
+
+class Remembers:
+    """A StepRunner that keeps each step's value (through JSON, as the journal does) and hands
+    it back when the step comes again: enough to see what the model wrapper records."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, Any] = {}
+
+    async def run_step(self, name: str, kind: Any, fn: Any, **kw: Any) -> Any:
+        if name not in self.held:
+            self.held[name] = json.loads(json.dumps(await fn()))
+        return self.held[name]
+
+    def is_recorded(self, name: str) -> bool:
+        return name in self.held
+
+
+async def test_a_streamed_response_is_one_model_step_replayed_as_one_completed_event():
+    from openai.types.responses import (
+        Response,
+        ResponseCompletedEvent,
+        ResponseOutputMessage,
+        ResponseOutputText,
+        ResponseTextDeltaEvent,
+    )
+
+    from durableagent.integrations.openai_agents.attempt import ATTEMPT, Attempt
+    from durableagent.integrations.openai_agents.graph import Graph, JournalModel
+    from durableagent.turns import Turns
+
+    streamed: list[int] = []
+    text = ResponseOutputText(type="output_text", text="hello", annotations=[])
+    message = ResponseOutputMessage(
+        id="m1", type="message", role="assistant", status="completed", content=[text]
+    )
+
+    class Streams(Model):
+        async def get_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("streamed only")
+
+        async def stream_response(self, *args: Any, **kwargs: Any) -> Any:  # type: ignore[override]
+            streamed.append(1)
+            yield ResponseTextDeltaEvent.model_construct(type="response.output_text.delta")
+            body = Response.model_construct(
+                id="resp_1", output=[message], usage=None, model="m", object="response"
+            )
+            yield ResponseCompletedEvent(
+                type="response.completed", response=body, sequence_number=1
+            )
+
+    sdk = SdkAgent("streamer", model=Streams())
+    runner = Remembers()
+    wrapped = JournalModel(Streams())
+    for _ in range(2):
+        attempt = Attempt(Turns(runner), Graph(sdk, durable(sdk).gate))
+        attempt.active = "streamer"
+        token = ATTEMPT.set(attempt)
+        try:
+            events = [
+                e async for e in wrapped.stream_response(None, "hi", None, [], None, [], None)
+            ]
+        finally:
+            ATTEMPT.reset(token)
+        (event,) = events  # the whole stream, as one response
+        assert isinstance(event, ResponseCompletedEvent)
+        assert [o.content[0].text for o in event.response.output] == ["hello"]  # type: ignore[union-attr]
+    assert streamed == [1]  # the second time, replayed from the step
+    assert runner.held["llm/1"]["content"] == "hello"
+    assert runner.held["llm/1"]["response_id"] == "resp_1"
