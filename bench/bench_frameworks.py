@@ -379,7 +379,7 @@ def main() -> int:
         for name in args.only:
             c = Child(name, args.turns, root / name)
             if c.error:
-                print(f"{name:11} not measured: {c.error}")
+                print(f"{name:14} not measured: {c.error}")
                 c.close()
             else:
                 children[name] = c
@@ -404,7 +404,7 @@ def main() -> int:
         for n in names:
             m = statistics.median(per_step[n])
             line = (
-                f"  {n:11} {m * 1e6:8.0f} µs/step   cpu {statistics.median(cpu[n]) * 1e6:7.0f} µs"
+                f"  {n:14} {m * 1e6:8.0f} µs/step   cpu {statistics.median(cpu[n]) * 1e6:7.0f} µs"
             )
             if "ours" in n:
                 line += (

@@ -734,3 +734,49 @@ async def test_a_streamed_response_is_one_model_step_replayed_as_one_completed_e
     assert streamed == [1]  # the second time, replayed from the step
     assert runner.held["llm/1"]["content"] == "hello"
     assert runner.held["llm/1"]["response_id"] == "resp_1"
+
+
+async def test_mcp_tools_are_steps_classed_by_their_servers_annotations_only_when_trusted(
+    store: FileStore, fake: FakeLLM, script: Script, tmp_path: Any
+):
+    """The SDK's MCPServerStdio to a real MCP server: its tools' calls are steps; untrusted,
+    each tool is a write that needs approval; trusted, ``readOnlyHint`` is a read and an
+    idempotent, non-destructive tool a write nobody approves; ``writes=``/``approve=`` win."""
+    import sys
+    from pathlib import Path
+
+    from agents.mcp import MCPServerStdio
+
+    folder = tmp_path / "mcp"
+    folder.mkdir()
+    server_py = Path(__file__).parent / "_mcp_server.py"
+    server = MCPServerStdio(
+        params={"command": sys.executable, "args": [str(server_py), str(folder)]},
+        name="tickets",
+    )
+    script.turns += [calls(("lookup", {"topic": "vpn"}), ("file_ticket", {"summary": "vpn"})), echo]
+    agent = SdkAgent("mcp", model=model(fake), mcp_servers=[server])
+
+    untrusted = await run(config(durable(agent), store), "r1", PROMPT)
+    assert [p.tool for p in untrusted.pending] == ["lookup", "file_ticket"]
+    assert untrusted.pending[0].policy.startswith("write, needs approval · class from default")
+
+    trusted = await run(config(durable(agent, trust_annotations=True), store), "r2", PROMPT)
+    assert trusted.status == Status.COMPLETED, trusted
+    steps = {s.name: s for s in view_store(store, "r2").steps if s.kind == "tool"}
+    assert (steps["tool/1/0/lookup"].write, steps["tool/1/1/file_ticket"].write) == (False, True)
+    started = {r.step: r.data for r in store.load("r2") if r.type == "step.started"}
+    assert started["tool/1/1/file_ticket"] == {
+        "write": True,
+        "idempotent": True,
+        "classified_by": "annotation",
+    }
+    assert (folder / "effects.log").read_text().count("file_ticket") == 1
+    again = await run(config(durable(agent, trust_annotations=True), store), "r2", PROMPT)
+    assert again.status == Status.COMPLETED
+    assert (folder / "effects.log").read_text().count("file_ticket") == 1  # replayed
+
+    overridden = await run(
+        config(durable(agent, trust_annotations=True, approve=["lookup"]), store), "r3", PROMPT
+    )
+    assert [p.tool for p in overridden.pending] == ["lookup"]

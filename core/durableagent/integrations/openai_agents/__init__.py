@@ -59,8 +59,9 @@ def durable(
       finished stops the run indeterminate until a human reconciles it). A tool declared
       ``needs_approval`` (True or a function) is a write a human approves, every call.
     - ``approve``: the tools a human approves before each call (empty: every write).
-    - ``trust_annotations``: accepted for the same signature as the Pydantic AI integration;
-      MCP servers are refused by this one (give their tools to our own ``Agent`` instead).
+    - ``trust_annotations``: class the agents' MCP servers' tools by their annotations (else
+      each is a write that needs approval); ``writes``/``approve`` win. The servers are
+      connected for each attempt when they are not connected already.
     - ``context``: the run's context object (the SDK's ``context=``), or a function making it
       (called with no arguments, once per attempt).
     - ``run_config``: the SDK's ``RunConfig`` for every attempt; its ``model_provider`` (and
@@ -73,11 +74,12 @@ def durable(
     The agents you built are not changed: the run executes a copy of the agent and of every
     agent it hands off to. Refuses, with one line naming it (``NotDurableError``), what the
     journal cannot make durable: tools that run outside function calls (computer, shell,
-    local shell, apply-patch, custom tools), tool guardrails and agent guardrails, MCP
-    servers, two agents of one name, and a write whose ``failure_error_function`` turns its
-    exception into a result."""
+    local shell, apply-patch, custom tools), tool guardrails and agent guardrails, two agents
+    of one name, and a write whose ``failure_error_function`` turns its exception into a
+    result."""
     if not isinstance(agent, SdkAgent):
         raise TypeError(f"durable() takes an agents.Agent, not {type(agent).__name__}")
+    writes, approve = frozenset(writes), frozenset(approve)
     unknown = set(gate_options) - {"deny", "idempotent", "approve_within"}
     if unknown:
         raise TypeError(f"durable() got unexpected options: {', '.join(sorted(unknown))}")
@@ -91,7 +93,13 @@ def durable(
         writes=writes, approve=approve, requires_approval=flagged(agent), **gate_options
     )
     _check_failures(agent, gate)
-    graph = Graph(agent, gate)
+    graph = Graph(
+        agent,
+        gate,
+        trust_annotations=trust_annotations,
+        writes=writes,
+        approve=approve,
+    )
     loop = AgentsLoop(
         graph=graph,
         model=_model_info(agent, run_config),

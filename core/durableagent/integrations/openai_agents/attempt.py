@@ -27,8 +27,9 @@ from openai.types.responses import ResponseFunctionToolCall
 
 from ...budget import reservation
 from ...errors import DurableAgentError
-from ...gate import Pending
+from ...gate import Pending, PolicyGate
 from ...messages import ToolCall
+from ...tools import Tool
 from ...turns import Turns
 from . import shapes
 
@@ -73,12 +74,20 @@ class Attempt:
         self.changed = asyncio.Condition()
         self.raised: dict[str, Exception] = {}  # call id -> what its tool raised, SDK-handled
         self.fatal: BaseException | None = None  # what must end the attempt, as it is
+        self.listed: dict[str, frozenset[str]] = {}  # agent -> its MCP tools this turn
 
     # -- the runner's hooks ----------------------------------------------------------------
 
     def asking(self, context: RunContextWrapper[Any], agent: Any) -> None:
         self.context = context
         self.active = str(agent.name)
+
+    def offer(self, agent: str, tools: list[Tool]) -> None:
+        """The MCP tools agent ``agent`` offers this turn: told to ``Turns``, their classes
+        added to the attempt's gate before its calls are decided on."""
+        self.turns.gate = gate_with(self.turns.gate, tools)
+        self.turns.know(tools)
+        self.listed[agent] = frozenset(t.name for t in tools)
 
     # -- a model request ---------------------------------------------------------------------
 
@@ -125,7 +134,7 @@ class Attempt:
         (or its step has its result), else rejected with the reason the model reads. And fix
         the order the reply's function-tool calls run in: one at a time, by call id. A
         refused call's step is recorded now: the SDK never calls its tool."""
-        functions = self.graph.function_names(agent)
+        functions = self.graph.function_names(agent) | self.listed.get(agent, frozenset())
         items = {
             (item.call_id, item.name): item
             for item in response.output
@@ -232,13 +241,13 @@ class Attempt:
             return shapes.handoff_of(str(agent.name))
 
         try:
-            recorded = await self.turns.tool(index, call, run)
+            handed_off = await self.turns.tool(index, call, run)
         except BaseException as e:
             self.fatal = e
             raise
         if target:
             return target[0]
-        handed = shapes.handed_to(recorded)
+        handed = shapes.handed_to(handed_off)
         if handed is None:
             self.fatal = NotDurableError(
                 f"{self.turns.step(index, call)} is a handoff whose result a human gave: a "
@@ -283,6 +292,24 @@ class Attempt:
         )
         size = len(instructions or "") + len(sent) + len(schemas)
         return reservation(limit if isinstance(limit, int) else None, size)
+
+
+def gate_with(gate: PolicyGate, tools: list[Tool]) -> PolicyGate:
+    """``gate`` with the classes of the MCP tools among ``tools`` added (unchanged when it has
+    them already)."""
+    approve_now = gate.writes if gate.approve is None else gate.approve
+    writes = gate.writes | {t.name for t in tools if t.write}
+    approve = approve_now | {t.name for t in tools if t.needs_approval}
+    idempotent = gate.idempotent | {t.name for t in tools if t.write and t.idempotent}
+    if writes == gate.writes and approve == approve_now and idempotent == gate.idempotent:
+        return gate
+    return PolicyGate(
+        writes=writes,
+        approve=approve,
+        deny=gate.deny,
+        idempotent=idempotent,
+        approve_within=dict(gate.approve_within),
+    )
 
 
 async def _never() -> Any:

@@ -173,8 +173,19 @@ class Graph:
     """The copies of the agent and of every agent it can hand off to, by the originals' ids
     and by name (a recorded handoff names its target; two agents of one name are refused)."""
 
-    def __init__(self, root: Agent[Any], gate: PolicyGate) -> None:
+    def __init__(
+        self,
+        root: Agent[Any],
+        gate: PolicyGate,
+        *,
+        trust_annotations: bool = False,
+        writes: frozenset[str] = frozenset(),
+        approve: frozenset[str] = frozenset(),
+    ) -> None:
         self.gate = gate
+        self.trust_annotations = trust_annotations
+        self.writes, self.approve = writes, approve
+        self.servers: dict[int, Any] = {}  # the MCP servers of every agent, by id
         self.copies: dict[int, Agent[Any]] = {}
         self.originals: list[Agent[Any]] = []  # kept alive: their ids key ``copies``
         self.by_name: dict[str, Agent[Any]] = {}
@@ -204,7 +215,55 @@ class Graph:
             wrap_tool(t, self.gate) if isinstance(t, FunctionTool) else t for t in agent.tools
         ]
         made.handoffs = [self.wrap_handoff(h) for h in agent.handoffs]
+        if agent.mcp_servers:
+            # A tool's exception leaves its call (a write's step stays open; a read runs again
+            # next attempt), as for our own MCP tools: the SDK's text would be a result.
+            made.mcp_config = {**agent.mcp_config, "failure_error_function": None}
+            setattr(made, "get_mcp_tools", self.listing(made))  # noqa: B010
+            self.servers.update((id(s), s) for s in agent.mcp_servers)
         return made
+
+    def listing(self, made: Agent[Any]) -> Any:
+        """``made.get_mcp_tools`` with the tools it lists journaled, and told to the attempt
+        (classed by their servers' annotations when trusted) before the turn's calls are
+        decided on."""
+        listed = made.get_mcp_tools
+        gate = self.gate
+
+        async def get_mcp_tools(run_context: Any) -> list[Any]:
+            tools = [
+                wrap_tool(t, gate) if isinstance(t, FunctionTool) else t
+                for t in await listed(run_context)
+            ]
+            attempt = ATTEMPT.get()
+            if attempt is not None and CALL.get() is None:
+                attempt.offer(made.name, [self.mcp_descriptor(t) for t in tools])
+            return tools
+
+        return get_mcp_tools
+
+    def mcp_descriptor(self, t: Any) -> Tool:
+        """Our descriptor of an MCP server's tool: classed as ``durableagent.mcp_tools``
+        classes one (a write that needs approval unless its annotations are trusted);
+        ``writes=``/``approve=`` win."""
+        from ...tools.mcp import classify
+
+        override: dict[str, bool] = {}
+        if t.name in self.writes:
+            override["write"] = True
+        if t.name in self.approve:
+            override["approve"] = True
+        c = classify(t.mcp_annotations, trusted=self.trust_annotations, override=override)
+        return Tool(
+            t.name,
+            t.description or "",
+            parameters=dict(t.params_json_schema or {"type": "object"}),
+            write=c.write,
+            approve=c.approve,
+            idempotent=c.idempotent,
+            classified_by=c.classified_by,
+            origin="MCP server tool",
+        )
 
     def wrap_handoff(self, item: Any) -> Handoff[Any, Any]:
         """A handoff whose invocation is a step, handing over to the copy of its target."""
@@ -359,12 +418,6 @@ def _check(agent: Agent[Any]) -> None:
                 f"durable(): {where}'s tool {t.name!r} has tool guardrails: what they decide "
                 "would not be recorded"
             )
-    if agent.mcp_servers:
-        names = ", ".join(repr(getattr(s, "name", s)) for s in agent.mcp_servers)
-        raise NotDurableError(
-            f"durable(): {where}'s MCP servers ({names}) are not journaled by this integration; "
-            "give their tools as durableagent.mcp_tools to our own Agent instead"
-        )
     if agent.input_guardrails or agent.output_guardrails:
         raise NotDurableError(
             f"durable(): {where} has guardrails: what they decide (a model call of their own, "

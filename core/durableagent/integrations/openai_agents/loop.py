@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,14 +56,19 @@ class AgentsLoop:
         token = ATTEMPT.set(attempt)
         try:
             try:
-                result = await Runner.run(
-                    self.graph.root,
-                    _input_of(messages),
-                    context=self._context(),
-                    run_config=self._run_config(),
-                    hooks=Hooks(),
-                    max_turns=self.max_turns + 1,  # ours stops first: MaxTurnsExceeded
-                )
+                async with AsyncExitStack() as servers:
+                    for server in self.graph.servers.values():
+                        if getattr(server, "session", None) is None:  # connected once an attempt
+                            await server.connect()
+                            servers.push_async_callback(server.cleanup)
+                    result = await Runner.run(
+                        self.graph.root,
+                        _input_of(messages),
+                        context=self._context(),
+                        run_config=self._run_config(),
+                        hooks=Hooks(),
+                        max_turns=self.max_turns + 1,  # ours stops first: MaxTurnsExceeded
+                    )
             except BaseException:
                 if attempt.fatal is None:
                     raise
