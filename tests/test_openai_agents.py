@@ -780,3 +780,27 @@ async def test_mcp_tools_are_steps_classed_by_their_servers_annotations_only_whe
         config(durable(agent, trust_annotations=True, approve=["lookup"]), store), "r3", PROMPT
     )
     assert [p.tool for p in overridden.pending] == ["lookup"]
+
+
+async def test_a_worker_traces_an_agents_sdk_run_and_marks_its_replayed_steps(
+    store: FileStore, fake: FakeLLM, script: Script
+):
+    from telemetry_support import by_attempt_spans, run_approved, traced
+
+    from durableagent.worker import Worker
+
+    script.turns += [calls(("create_ticket", {"summary": "s"})), echo]
+    agent = durable(helpdesk(fake, []), writes=["create_ticket"])
+    provider, exporter = traced()
+    worker = Worker(agent, store, rescan=0.5, tracer_provider=provider)
+    await asyncio.wait_for(run_approved(store, worker), 60)
+    steps = by_attempt_spans(list(exporter.get_finished_spans()))
+    assert [(s.name, s.attributes["durableagent.step.replayed"]) for s in steps[2]] == [
+        ("chat fake-model", True),
+        ("execute_tool create_ticket", False),
+        ("chat fake-model", False),
+    ]
+    chat = steps[1][0].attributes
+    assert chat["gen_ai.provider.name"] == "openai"
+    assert (chat["gen_ai.usage.input_tokens"], chat["gen_ai.usage.output_tokens"]) == (100, 11)
+    assert steps[2][1].attributes["durableagent.tool.write"] is True
