@@ -72,6 +72,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '    if lines and b"\\0" in lines[-1]:',
         '    if lines and lines[-1].endswith(b"\\0"):',
     ),
+    "s06d-lone-nul-is-a-tear": (
+        "3. one flipped bit (a space turned NUL) in the last record drops it as a torn tail",
+        "stores/lines.py",
+        "        if zeroed_blocks(last, base + good - len(last) - 1):",
+        "        if True:",
+    ),
+    "s06e-sectors-counted-from-the-read": (
+        "3. a zeroed sector judged by where a read began, not by its place in the file",
+        "stores/file/journals.py",
+        "lines, good = split_journal(buf[begin:], start + begin)",
+        "lines, good = split_journal(buf[begin:])",
+    ),
     "s07-done-runs-the-write": (
         "4. a done reconciliation that runs the write anyway",
         "journal.py",
