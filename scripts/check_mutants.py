@@ -653,6 +653,57 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "title=title, body=body, body_format=self._apprise_module.NotifyFormat.TEXT",
         "title=title, body=body",
     ),
+    # The OpenAI Agents SDK under the journal (integrations/openai_agents): its own tests
+    # catch these.
+    "o01-agents-turn-runs-before-approval": (
+        "an Agents SDK turn's reads run while another of its calls waits for a human",
+        "integrations/openai_agents/attempt.py",
+        "        if pending:\n            self.fatal = Waiting(pending)\n"
+        "            raise self.fatal\n",
+        "",
+    ),
+    "o02-agents-raised-write-recorded-done": (
+        "a write that raised is recorded as done with the SDK's error text (its default)",
+        "integrations/openai_agents/attempt.py",
+        "if error is not None and self.turns.gate.is_write(call.name):",
+        "if False:",
+    ),
+    "o03-agents-calls-in-parallel": (
+        "a turn's tool calls run in parallel, their steps in whatever order they finish",
+        "integrations/openai_agents/attempt.py",
+        "        if self.fatal is not None or index not in self.order:\n            return True\n",
+        "        return True\n",
+    ),
+    "o04-agents-deny-without-the-reason": (
+        "a human's deny reaches the model as the SDK's default rejection, not their reason",
+        "integrations/openai_agents/attempt.py",
+        "self.context.reject_tool(item, rejection_message=reason)",
+        "self.context.reject_tool(item)",
+    ),
+    "o05-agents-reconciled-result-not-given-back": (
+        "the result a human reconciled is not what the model reads as the tool's return",
+        "integrations/openai_agents/shapes.py",
+        'return recorded.get("content", "") if isinstance(recorded, dict) else ""',
+        'return ""',
+    ),
+    "o06-agents-handoff-not-a-step": (
+        "a handoff runs outside the journal: its on_handoff runs again on every replay",
+        "integrations/openai_agents/attempt.py",
+        "            handed_off = await self.turns.tool(index, call, run)",
+        "            handed_off = await run()",
+    ),
+    "o07-agents-step-without-its-agent": (
+        "a model step does not name the agent that asked (handoffs replayed blind)",
+        "integrations/openai_agents/shapes.py",
+        '    out["agent"] = agent\n',
+        "",
+    ),
+    "o08-agents-provider-replaced": (
+        "the caller's model provider is replaced by the SDK's default instead of wrapped",
+        "integrations/openai_agents/loop.py",
+        "            provider = JournalProvider(provider)",
+        "            provider = JournalProvider(RunConfig().model_provider)",
+    ),
 }
 
 TESTS = [
@@ -684,7 +735,10 @@ MORE_TESTS = {
     "cli/bulk.py": ["tests/test_bulk.py"],
 }
 # An integration's mutants run its own tests only: the core's tests never load it.
-INTEGRATION_TESTS = {"integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"]}
+INTEGRATION_TESTS = {
+    "integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"],
+    "integrations/openai_agents/": ["tests/test_openai_agents.py"],
+}
 # A notice's, a hint's or the demo store's mutants run the tests that read what they say
 # (the core's suite prints no notice and pastes no hint).
 OWN_TESTS = {
