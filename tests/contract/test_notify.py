@@ -165,7 +165,7 @@ def test_a_run_that_stopped_needing_a_human_before_escalate_after_is_not_escalat
         awaiting(any_store, "a1")
         awaiting(any_store, "b1")
         (target,) = check_targets([boss.url])
-        with notifying(any_store, first.url, escalate_after=8.0, escalate_to=[target]):
+        with notifying(any_store, first.url, escalate_after=12.0, escalate_to=[target]):
             first.wait(lambda ms: len(ms) >= 2, timeout=30)
             signal(any_store, "a1", "cancel", {}, by="ana", reason="not needed after all")
             boss.wait(lambda ms: any("b1" in str(m["title"]) for m in ms), timeout=60)

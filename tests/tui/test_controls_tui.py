@@ -194,6 +194,10 @@ async def test_B_raises_the_budget_of_a_run_stopped_over_it(tmp_path: Path) -> N
         await until(pilot, lambda: "model_calls takes a whole number" in screen_text(app))
         assert journal_bytes(root, "capped") == before  # nothing written
         limits = app.screen.query_one("#limits", Input)
+        limits.value = "model_calls=0"  # the same grammar as the command line's
+        await pilot.press("y")
+        await until(pilot, lambda: "model_calls takes a whole number from 1" in screen_text(app))
+        assert journal_bytes(root, "capped") == before
         limits.value = "model_calls=3"
         await pilot.press("y")
         await until(pilot, lambda: said(app, "budget of capped is now model calls 4"))
