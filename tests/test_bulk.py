@@ -389,3 +389,39 @@ def test_status_paused_selects_every_run_whose_pause_is_in_force(
     assert parse_query("status:paused").select(FileStore(demo).summaries()) == []
     code, out, _ = run(capsys, "ls", "--json", "--status", "paused", "--store", str(demo))
     assert out == ""
+
+
+def store_files(root: Path) -> dict[str, bytes]:
+    """Every file under the store but its listing's cache (.summaries), byte for byte."""
+    files = [p for p in sorted(root.rglob("*")) if p.is_file() and ".summaries" not in p.parts]
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+
+
+# A query selecting runs each action would change in the demo (resume: the one paused here).
+CHANGING = {
+    "cancel": ["--where", "run:*-access", "--reason", "r"],
+    "pause": ["--where", "run:*-access", "--reason", "r"],
+    "resume": ["--where", "run:crm-access"],
+    "retry": ["--where", "status:failed"],
+    "approve": ["--where", "needs:human"],
+    "deny": ["--where", "needs:human"],
+}
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_dry_run_with_yes_writes_nothing_for_every_action(
+    action: str, demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--yes says do not ask; --dry-run still wins: the plan is printed, nothing written."""
+    assert set(CHANGING) == set(ACTIONS)
+    store = FileStore(demo)
+    signal(store, "crm-access", "pause", {}, by="ana", reason="so that resume has one")
+    before = store_files(demo)
+    code, out, _ = run(
+        capsys, action, *CHANGING[action], "--dry-run", "--yes", "--by", "ana",
+        "--store", str(demo),
+    )  # fmt: skip
+    assert code == 0, out
+    assert f"will {ACTIONS[action].verb} " in out and "dry run: nothing was written" in out
+    assert "applied" not in out
+    assert store_files(demo) == before

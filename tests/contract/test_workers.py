@@ -62,6 +62,33 @@ def test_a_worker_is_live_within_three_heartbeats_then_gone(any_store: Store) ->
     assert state == {"fresh": "live", "stale": "gone"}
 
 
+def test_liveness_is_judged_from_each_workers_own_heartbeat(any_store: Store) -> None:
+    """A worker beating every minute is live 100 s after its beat and gone at 200 s; one
+    beating every half second is live 1 s after and gone at 2 s (the default period, 5 s,
+    would say the opposite of each)."""
+    now = time.time()
+    for owner, heartbeat, ago in [
+        ("slow-live", 60.0, 100.0),
+        ("slow-gone", 60.0, 200.0),
+        ("quick-live", 0.5, 1.0),
+        ("quick-gone", 0.5, 2.0),
+    ]:
+        any_store.beat(replace(info(owner), heartbeat=heartbeat, beat_at=now - ago))
+    workers = any_store.workers()
+    assert {w.owner: w.heartbeat for w in workers} == {
+        "slow-live": 60.0,
+        "slow-gone": 60.0,
+        "quick-live": 0.5,
+        "quick-gone": 0.5,
+    }
+    assert {w.owner: w.state(now) for w in workers} == {
+        "slow-live": "live",
+        "slow-gone": "gone",
+        "quick-live": "live",
+        "quick-gone": "gone",
+    }
+
+
 def test_forgetting_a_worker_removes_only_it(any_store: Store) -> None:
     any_store.beat(info("w1"))
     any_store.beat(info("w2"))
@@ -284,4 +311,50 @@ def test_a_live_worker_is_up_since_it_started_not_until_its_last_beat(
         assert up != "0s" and parse_duration(up) >= parse_duration(last), line
     finally:
         w.stop()
+        store.close()
+
+
+def test_a_worker_refused_its_owner_says_nothing_before_the_refusal(
+    store_spec: str, tmp_path: Path
+) -> None:
+    """`agentrun worker --owner X` with X live elsewhere: one line, the refusal, exit 1; no
+    "serving … (X)" and no metrics address first (it printed both, then the refusal)."""
+    import subprocess
+    import sys
+
+    from procs import WorkerProcess, child_env, wait_for
+
+    store = open_store(store_spec)
+    first = WorkerProcess(store_spec, "broken", tmp_path / "a.log", "--owner", "X")
+    try:
+        wait_for(lambda: [w.owner for w in store.workers()] == ["X"], 60, "X registered")
+        (live,) = store.workers()
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "durableagent.cli",
+                "worker",
+                "--agent",
+                "_child_agents:broken",
+                "--store",
+                store_spec,
+                "--owner",
+                "X",
+                "--metrics-port",
+                "0",
+            ],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert second.returncode == 1
+        assert second.stderr.splitlines() == [second.stderr.strip()] and second.stderr.startswith(
+            "agentrun worker: owner 'X' is in use by a live worker"
+        ), second.stderr
+        assert second.stdout == ""
+        assert [(w.owner, w.pid) for w in store.workers()] == [("X", live.pid)]
+    finally:
+        first.stop()
         store.close()
