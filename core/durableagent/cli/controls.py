@@ -7,6 +7,7 @@ import argparse
 import time
 from typing import Any
 
+from .. import hints
 from ..budget import Budget, BudgetError, parse_budget
 from ..control import Control, budget_text
 from ..durations import format_duration
@@ -15,7 +16,7 @@ from ..gate import Pending
 from ..signals import signal
 from ..view import RunView, view_store
 from .bulk import add_bulk, single_or_bulk
-from .common import Parents, Usage, clean, iso, require_run, store_of
+from .common import Parents, Usage, clean, hint_store, iso, require_run, store_of
 
 _NEEDS_REASON = ("cancel", "pause")
 
@@ -37,7 +38,7 @@ def cmd_pause(args: argparse.Namespace) -> int:
     """Pause a run: no attempt or step starts until it is resumed."""
     store = _signalled(args, "pause", {})
     view = view_store(store, args.run)
-    print(f"paused {args.run}; resume it with: agentrun resume {args.run}")
+    print(f"paused {args.run}; resume it with: {hints.resume(args.run, hint_store(args, store))}")
     if view.leased:
         print("its attempt in flight stops at its next step (a read in flight is cancelled)")
     return 0
