@@ -593,6 +593,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED})",
         "FINISHED = frozenset({RunStatus.COMPLETED})",
     ),
+    "h01-bulk-retry-writes-no-signal": (
+        "a bulk retry (retry --where, R on marked runs) clears the failure count and writes no "
+        "retry signal: who retried, and why, is lost to the audit",
+        "bulk.py",
+        "            actions.retry(store, t.run_id, by=by, reason=reason, status=t.status)\n",
+        "            if t.status != RunStatus.FAILED:\n"
+        "                raise DurableAgentError(f'run {t.run_id} is {t.status}, not failed')\n"
+        "            store.clear_failures(t.run_id)\n",
+    ),
 }
 
 TESTS = [
@@ -622,6 +631,7 @@ MORE_TESTS = {
     "tui/durableagent_tui/web.py": ["tests/test_web_guard.py"],
     "copying.py": ["tests/test_store_commands.py"],
     "cli/bulk.py": ["tests/test_bulk.py"],
+    "bulk.py": ["tests/test_bulk.py"],
 }
 # An integration's mutants run its own tests only: the core's tests never load it.
 INTEGRATION_TESTS = {"integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"]}
