@@ -704,6 +704,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            provider = JournalProvider(provider)",
         "            provider = JournalProvider(RunConfig().model_provider)",
     ),
+    "h01-bulk-retry-writes-no-signal": (
+        "a bulk retry (retry --where, R on marked runs) clears the failure count and writes no "
+        "retry signal: who retried, and why, is lost to the audit",
+        "bulk.py",
+        "            actions.retry(store, t.run_id, by=by, reason=reason, status=t.status)\n",
+        "            if t.status != RunStatus.FAILED:\n"
+        "                raise DurableAgentError(f'run {t.run_id} is {t.status}, not failed')\n"
+        "            store.clear_failures(t.run_id)\n",
+    ),
 }
 
 TESTS = [
@@ -733,6 +742,7 @@ MORE_TESTS = {
     "tui/durableagent_tui/web.py": ["tests/test_web_guard.py"],
     "copying.py": ["tests/test_store_commands.py"],
     "cli/bulk.py": ["tests/test_bulk.py"],
+    "bulk.py": ["tests/test_bulk.py"],
 }
 # An integration's mutants run its own tests only: the core's tests never load it.
 INTEGRATION_TESTS = {

@@ -291,7 +291,7 @@ async def test_markup_in_arguments_is_shown_literally(sample: Path) -> None:
 
 async def test_empty_store_says_so(tmp_path: Path) -> None:
     root = tmp_path / "runs"
-    root.mkdir()
+    FileStore(root).close()  # a new store, no run yet (a plain empty directory is no store)
     app = make_app(root)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)

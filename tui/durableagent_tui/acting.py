@@ -15,8 +15,8 @@ from typing import Any
 
 from textual import work
 
-from durableagent import RunStatus, RunView, Summary, plan
-from durableagent.fork import fork, fork_points
+from durableagent import RunStatus, RunView, Summary, actions, plan
+from durableagent.fork import fork_points
 
 from .actions import (
     Decision,
@@ -214,7 +214,7 @@ class DialogActions(AppBase):
         """Called in the fork dialog's thread worker: planned again on the store's records."""
         store = self.tracker.store
         assert store is not None
-        fork(
+        actions.fork(
             store, run_id, new_run_id, at_step=step, signals=signals, by=login_name(), reason=reason
         )
         self._jump_to = new_run_id  # selected once the table has it
