@@ -550,6 +550,19 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'heartbeat=float(d.get("heartbeat") or DEFAULT_HEARTBEAT),',
         "heartbeat=DEFAULT_HEARTBEAT,",
     ),
+    "a15-silent-holder-not-warned": (
+        "an open write whose holder's lease expired shows no warning once two ttls of silence "
+        "passed with no takeover (the holder may be paused, and its write may still land)",
+        "takeover.py",
+        "    took_over = later[0].started_at if later else None",
+        "    took_over = later[0].started_at if later else now",
+    ),
+    "a16-dead-holder-warned": (
+        "a holder whose process is known to be gone is warned of as if it might still write",
+        "takeover.py",
+        "    if known_dead(holder.owner, workers):",
+        "    if False:",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
@@ -627,6 +640,7 @@ TESTS = [
     "tests/test_fork.py",
     "tests/test_audit.py",
     "tests/test_postgres.py",
+    "tests/test_late_write.py",
 ]
 
 # The tests of a file outside the core, run besides TESTS for its mutants.

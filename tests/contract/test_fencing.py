@@ -173,10 +173,22 @@ def test_a_worker_paused_inside_a_write_is_fenced_off_and_its_write_is_reconcile
     assert summary is not None and summary.status == RunStatus.INDETERMINATE
     assert summary.indeterminate == "tool/2/0/create_ticket"
     # A may wake and still send its write: the human is told, and a retry is asked twice.
+    # However long the silence lasts (here past two ttls since A's last record): until a
+    # takeover, nothing says A is dead rather than paused. (The readers judge by their own
+    # store's ttl, the default: longer than A's.)
+    last = store.load("f1")[-1].at
+    ttls = 2 * max(store.lease_ttl, float(TTL)) + 1
+    wait_for(lambda: time.time() - last > ttls, timeout=ttls + 30, why="two ttls of silence")
     assert "owner A" in view_store(store, "f1").late_write
+    assert status(store, "f1") == RunStatus.INDETERMINATE
+    shown = agentrun(store, "show", "f1")
+    assert shown.returncode == 0, shown.stderr
+    (warning,) = [x for x in shown.stdout.splitlines() if x.strip().startswith("warning")]
+    assert "owner A" in warning and "may still land" in warning, shown.stdout
     before = store.load("f1")
     retry = agentrun(store, "reconcile", "f1", "tool/2/0/create_ticket", "--retry")
     assert retry.returncode == 1 and "owner A" in retry.stderr and "--yes" in retry.stderr
+    assert "may still land" in retry.stderr
     assert store.load("f1") == before
 
     b = start("B")
