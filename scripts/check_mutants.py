@@ -563,6 +563,19 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    if known_dead(holder.owner, workers):",
         "    if False:",
     ),
+    "a17-run-started-under-its-own-call": (
+        "a worker starts a run again while a call of its earlier attempt still runs in the "
+        "worker's own threads (two attempts of one run in one process)",
+        "worker/serve.py",
+        "        if self._call_in_flight(run_id):\n            return\n",
+        "",
+    ),
+    "a18-tool-threads-not-counted": (
+        "a sync tool's thread is not counted as a call of its run in flight",
+        "tools/base.py",
+        "    with in_flight(run_id):\n        return fn(arguments, **extra)",
+        '    with in_flight(""):\n        return fn(arguments, **extra)',
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
