@@ -72,6 +72,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '    if lines and b"\\0" in lines[-1]:',
         '    if lines and lines[-1].endswith(b"\\0"):',
     ),
+    "s06d-lone-nul-is-a-tear": (
+        "3. one flipped bit (a space turned NUL) in the last record drops it as a torn tail",
+        "stores/lines.py",
+        "        if zeroed_blocks(last, base + good - len(last) - 1):",
+        "        if True:",
+    ),
+    "s06e-sectors-counted-from-the-read": (
+        "3. a zeroed sector judged by where a read began, not by its place in the file",
+        "stores/file/journals.py",
+        "lines, good = split_journal(buf[begin:], start + begin)",
+        "lines, good = split_journal(buf[begin:])",
+    ),
     "s07-done-runs-the-write": (
         "4. a done reconciliation that runs the write anyway",
         "journal.py",
@@ -611,6 +623,87 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED})",
         "FINISHED = frozenset({RunStatus.COMPLETED})",
     ),
+    "h01-one-approval-notice-per-turn": (
+        "two calls waiting after one turn get one approval notice (a shared claim key)",
+        "notify/notices.py",
+        "        if not self.subject:\n            return self.kind",
+        "        if True:\n            return self.kind",
+    ),
+    "h02-budget-hint-raises-tokens": (
+        "the over-budget notice raises tokens, whatever limit stopped the run",
+        "notify/notices.py",
+        "limit = stopped_at(s.budget, s.waiting_on or s.error)",
+        'limit = "tokens"',
+    ),
+    "h03-fork-hint-without-as-and-reason": (
+        "a fork hint that fails when pasted (no --as, no --reason)",
+        "hints.py",
+        "--at {_q(at)} --as {_q(new)} --reason WHY{_where(store)}",
+        "{_q(new)} --at {_q(at)}{_where(store)}",
+    ),
+    "h04-demo-failure-not-exhausted": (
+        "the demo's failed run's count never says the workers gave up: no failed notice",
+        "demo/build.py",
+        'note_failure(store, "vpn-access", e, max_attempts=DEFAULT_MAX_ATTEMPTS)',
+        'note_failure(store, "vpn-access", e)',
+    ),
+    "h05-mail-body-taken-for-html": (
+        "a notice's plain text sent unlabelled: the mail loses its line breaks",
+        "notify/targets.py",
+        "title=title, body=body, body_format=self._apprise_module.NotifyFormat.TEXT",
+        "title=title, body=body",
+    ),
+    # The OpenAI Agents SDK under the journal (integrations/openai_agents): its own tests
+    # catch these.
+    "o01-agents-turn-runs-before-approval": (
+        "an Agents SDK turn's reads run while another of its calls waits for a human",
+        "integrations/openai_agents/attempt.py",
+        "        if pending:\n            self.fatal = Waiting(pending)\n"
+        "            raise self.fatal\n",
+        "",
+    ),
+    "o02-agents-raised-write-recorded-done": (
+        "a write that raised is recorded as done with the SDK's error text (its default)",
+        "integrations/openai_agents/attempt.py",
+        "if error is not None and self.turns.gate.is_write(call.name):",
+        "if False:",
+    ),
+    "o03-agents-calls-in-parallel": (
+        "a turn's tool calls run in parallel, their steps in whatever order they finish",
+        "integrations/openai_agents/attempt.py",
+        "        if self.fatal is not None or index not in self.order:\n            return True\n",
+        "        return True\n",
+    ),
+    "o04-agents-deny-without-the-reason": (
+        "a human's deny reaches the model as the SDK's default rejection, not their reason",
+        "integrations/openai_agents/attempt.py",
+        "self.context.reject_tool(item, rejection_message=reason)",
+        "self.context.reject_tool(item)",
+    ),
+    "o05-agents-reconciled-result-not-given-back": (
+        "the result a human reconciled is not what the model reads as the tool's return",
+        "integrations/openai_agents/shapes.py",
+        'return recorded.get("content", "") if isinstance(recorded, dict) else ""',
+        'return ""',
+    ),
+    "o06-agents-handoff-not-a-step": (
+        "a handoff runs outside the journal: its on_handoff runs again on every replay",
+        "integrations/openai_agents/attempt.py",
+        "            handed_off = await self.turns.tool(index, call, run)",
+        "            handed_off = await run()",
+    ),
+    "o07-agents-step-without-its-agent": (
+        "a model step does not name the agent that asked (handoffs replayed blind)",
+        "integrations/openai_agents/shapes.py",
+        '    out["agent"] = agent\n',
+        "",
+    ),
+    "o08-agents-provider-replaced": (
+        "the caller's model provider is replaced by the SDK's default instead of wrapped",
+        "integrations/openai_agents/loop.py",
+        "            provider = JournalProvider(provider)",
+        "            provider = JournalProvider(RunConfig().model_provider)",
+    ),
 }
 
 TESTS = [
@@ -642,7 +735,21 @@ MORE_TESTS = {
     "cli/bulk.py": ["tests/test_bulk.py"],
 }
 # An integration's mutants run its own tests only: the core's tests never load it.
-INTEGRATION_TESTS = {"integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"]}
+INTEGRATION_TESTS = {
+    "integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"],
+    "integrations/openai_agents/": ["tests/test_openai_agents.py"],
+}
+# A notice's, a hint's or the demo store's mutants run the tests that read what they say
+# (the core's suite prints no notice and pastes no hint).
+OWN_TESTS = {
+    "notify/": [
+        "tests/test_notices.py",
+        "tests/test_notice_targets.py",
+        "tests/test_demo_notices.py",
+    ],
+    "hints.py": ["tests/test_hints.py"],
+    "demo/": ["tests/test_demo_notices.py"],
+}
 
 
 def run_mutant(name: str, work: Path) -> list[str]:
@@ -657,7 +764,7 @@ def run_mutant(name: str, work: Path) -> list[str]:
     target.write_text(text.replace(original, mutated))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(core), str(tui)])}
     tests = TESTS + MORE_TESTS.get(file, [])
-    for folder, own in INTEGRATION_TESTS.items():
+    for folder, own in {**INTEGRATION_TESTS, **OWN_TESTS}.items():
         if file.startswith(folder):
             tests = own
     out = subprocess.run(

@@ -163,6 +163,7 @@ class Worker:
             store, tracer_provider=tracer_provider, capture_content=capture_content, metrics=metrics
         )
         # Its registration in the store (SPEC §11): beats every `heartbeat` seconds.
+        self._registered = False
         self.heartbeat = Heartbeat(
             store,
             owner or default_owner(),
@@ -174,11 +175,19 @@ class Worker:
 
     # -- public --------------------------------------------------------------------------
 
+    def register(self) -> None:
+        """Register in the store now (``serve`` does it first otherwise): OwnerInUseError when
+        a live worker has this one's owner, before anything is said or served. ``agentrun
+        worker`` calls it before it says it is serving."""
+        self.heartbeat.register()
+        self._registered = True
+
     async def serve(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop gracefully: no new run or step starts, steps in
         flight get ``grace`` seconds to record their results, the rest are cancelled.
         OwnerInUseError, before anything runs, when a live worker has this one's owner."""
-        await asyncio.to_thread(self.heartbeat.register)
+        if not self._registered:
+            await asyncio.to_thread(self.register)
         beating = asyncio.create_task(self.heartbeat.run(stop))
         try:
             await self._serve_agent(stop)
