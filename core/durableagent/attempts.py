@@ -28,6 +28,7 @@ ENDINGS: dict[str | None, str] = {
     "cancelled": "cancelled",
     "paused": "paused",
     "over_budget": "over budget",
+    "incompatible": "incompatible",
     "moved": "moved",
     LOST: "lost",
     STOPPED: "stopped",

@@ -260,6 +260,12 @@ def _next_steps(store: Store, view: RunView) -> None:
     elif view.status == RunStatus.PAUSED:
         print(f"{halt_line(view)}: no worker starts it")
         print(f"resume: agentrun resume {run}")
+    elif view.status == RunStatus.INCOMPATIBLE:
+        print(clean(view.waiting_on))
+        print(
+            f"ways out: agentrun accept-change {run} --reason WHY  |  agentrun fork {run} "
+            f"--at STEP --as NEW  |  agentrun cancel {run} --reason WHY"
+        )
     elif view.status == RunStatus.OVER_BUDGET:
         print(clean(view.waiting_on))
         print(f"let it go on: agentrun budget {run} --add tokens=N --reason WHY  (or --set)")

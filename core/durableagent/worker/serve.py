@@ -11,6 +11,7 @@ Failed attempts are counted in the store, shared by every worker on it (``retry.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..deadlines import lapsed, next_deadline
+from ..deploys import Code, code_of
 from ..errors import (
     DurableAgentError,
     LeaseLostError,
@@ -71,10 +73,17 @@ def _where(store: Store) -> str:
 class Agent:
     """What a worker runs: the agent (our own ``AgentConfig``, or an agent that brings its own
     loop: ``AgentLoop``, e.g. ``durableagent.integrations.pydantic_ai.durable``) and the gate
-    deciding its writes."""
+    deciding its writes. ``version`` labels its code (a release name such as ``v2026.12.03``;
+    default: a short digest of its fingerprint, see :attr:`code`)."""
 
     config: AgentLoop
     gate: PolicyGate
+    version: str = ""
+
+    @functools.cached_property
+    def code(self) -> Code:
+        """The version and fingerprint every run and attempt of this agent records."""
+        return code_of(self.config, self.version)
 
 
 # -- the worker -----------------------------------------------------------------------------
@@ -382,7 +391,7 @@ class Worker:
         if agent is None:  # lost its connection since: looked at again once it is back
             self._running.pop(run_id, None)
             return
-        config = Config(agent.config, agent.gate, self.store)
+        config = Config(agent.config, agent.gate, self.store, agent.code)
         again = True  # look at the run again at once when this attempt ends
         wake = self._wakes[run_id] = asyncio.Event()
         try:

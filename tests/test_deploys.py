@@ -1,0 +1,193 @@
+"""A deploy never strands a run (issue 25): every run knows the code it was made by, and a
+resume checks the run's journal against the agent before it runs anything.
+
+These tests run v1 and v2 of one agent (tests/_deploy_agents.py) in this process through
+``run()``; tests/test_deploys_workers.py does the same with real worker processes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _deploy_agents import TITLE, TITLE_PRIORITY, v1, v2
+
+from durableagent import (
+    Agent,
+    Config,
+    FileStore,
+    Message,
+    Reconcile,
+    RunStatus,
+    SignalError,
+    Status,
+    accept_change,
+    code_of,
+    made_by,
+    marker_for,
+    run,
+    schema_problem,
+    signal,
+    verdict,
+    view_store,
+)
+
+
+def config(agent: Agent, store: FileStore) -> Config:
+    return Config(agent.config, agent.gate, store, agent.code)
+
+
+def ask(text: str) -> list[Message]:
+    return [Message("user", text)]
+
+
+def side(root: Path, tool: str) -> list[str]:
+    p = root / ".side" / f"{tool}.log"
+    return p.read_text().splitlines() if p.exists() else []
+
+
+# -- the fingerprint ----------------------------------------------------------------------
+
+
+def test_the_fingerprint_names_tools_schemas_model_and_prompt(tmp_path: Path) -> None:
+    one, two = v1(tmp_path).code, v2(tmp_path).code
+    assert one.version == "v1" and two.version == "v2"
+    assert set(one.fingerprint["tools"]) == {"create_ticket", "lookup"}
+    assert set(two.fingerprint["tools"]) == {"create_ticket"}
+    assert one.fingerprint["tools"]["create_ticket"] != two.fingerprint["tools"]["create_ticket"]
+    assert one.fingerprint["model"] == "scripted-1" == two.fingerprint["model"]
+    assert one.fingerprint["prompt"] != two.fingerprint["prompt"]
+    # Without a label, the version is a short digest of the fingerprint: the same code gives
+    # the same version in every process, and another code another one.
+    a, b = code_of(v1(tmp_path).config), code_of(v1(tmp_path / "x").config)
+    assert a.version == b.version and len(a.version) == 8
+    assert code_of(v2(tmp_path).config).version != a.version
+
+
+async def test_run_started_and_each_outcome_record_the_code(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "runs")
+    out = await run(config(v1(tmp_path), store), "a1", ask("approval: printer"))
+    assert out.status == Status.AWAITING_APPROVAL
+    first = store.load("a1")[0].data
+    assert first["version"] == "v1"
+    assert first["fingerprint"] == v1(tmp_path).code.fingerprint
+    assert first["schemas"] == {"create_ticket": TITLE}  # the gated write's schema, kept
+    (attempt,) = store.attempts("a1")
+    assert attempt.outcome is not None and attempt.outcome.version == "v1"
+    assert attempt.outcome.fingerprint == v1(tmp_path).code.fingerprint
+
+
+# -- the rule -------------------------------------------------------------------------------
+
+
+def test_arguments_are_checked_against_the_new_schema() -> None:
+    assert schema_problem(TITLE_PRIORITY, {"title": "x"}) == "new required argument 'priority'"
+    assert schema_problem(TITLE_PRIORITY, {"title": "x", "priority": "high"}) is None
+    closed = {**TITLE, "additionalProperties": False}
+    assert schema_problem(closed, {"title": "x", "old": 1}) == "argument 'old' is no longer taken"
+    typed = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    assert schema_problem(typed, {"n": "3"}) == "argument 'n' must now be integer, not a string"
+    enum = {"type": "object", "properties": {"p": {"enum": ["low", "high"]}}}
+    assert "no longer one of" in (schema_problem(enum, {"p": "urgent"}) or "")
+    nested = {
+        "type": "object",
+        "properties": {"who": {"$ref": "#/$defs/person"}},
+        "$defs": {"person": {"type": "object", "required": ["email"]}},
+    }
+    assert schema_problem(nested, {"who": {}}) == "new required argument 'who.email'"
+
+
+async def test_a_pending_call_whose_schema_gained_a_required_argument_stops_the_run(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path / "runs")
+    await run(config(v1(tmp_path), store), "a1", ask("approval: printer"))
+    records = store.load("a1")
+    last = store.last_outcome("a1")
+    assert last is not None
+    pending = [p.marker for p in last.pending]
+    check = verdict(records, v2(tmp_path).code, v2(tmp_path).gate, pending=pending)
+    assert check.kind == "incompatible"
+    assert check.why == "create_ticket: new required argument 'priority'"
+    (b,) = check.blockers
+    assert (
+        b.old == TITLE and b.new == TITLE_PRIORITY and b.arguments == {"title": "approval: printer"}
+    )
+
+    out = await run(config(v2(tmp_path), store), "a1", None)
+    assert out.status == Status.INCOMPATIBLE
+    assert out.error == "create_ticket: new required argument 'priority'"
+    assert store.load("a1") == records  # stopped before any step: nothing written
+    view = view_store(store, "a1")
+    assert view.status == RunStatus.INCOMPATIBLE
+    assert view.waiting_on == "create_ticket: new required argument 'priority'"
+    # Never retried in a loop: the next attempt (nothing changed) finds the same and writes
+    # nothing; an approval of the old arguments does not make them valid.
+    approve = signal(store, "a1", "approve", {"marker": b.marker}, by="ann")
+    out = await run(config(v2(tmp_path), store), "a1", None)
+    assert out.status == Status.INCOMPATIBLE and store.load("a1")[-1] == approve
+    assert side(tmp_path, "create_ticket") == []
+
+
+async def test_accept_change_answers_the_call_and_the_model_asks_again(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "runs")
+    await run(config(v1(tmp_path), store), "a1", ask("approval: printer"))
+    await run(config(v2(tmp_path), store), "a1", None)
+    with pytest.raises(SignalError, match="needs a reason"):
+        accept_change(store, "a1", by="ann")
+    accept_change(store, "a1", by="ann", reason="v2 wants a priority")
+    assert view_store(store, "a1").status == RunStatus.READY
+    out = await run(config(v2(tmp_path), store), "a1", None)
+    # The old call was answered, never run; the new call waits for a new approval.
+    assert out.status == Status.AWAITING_APPROVAL
+    (p,) = out.pending
+    assert p.arguments == {"title": "approval: printer", "priority": "high"}
+    assert p.step == "tool/2/0/create_ticket"
+    refused = [r for r in store.load("a1") if r.step == "tool/1/0/create_ticket"]
+    assert "changed since this call was made" in refused[-1].data["content"]
+    assert "ann accepted the change (v2 wants a priority)" in refused[-1].data["content"]
+    signal(store, "a1", "approve", {"marker": p.marker}, by="ann")
+    out = await run(config(v2(tmp_path), store), "a1", None)
+    assert out.status == Status.COMPLETED
+    assert side(tmp_path, "create_ticket") == [
+        "v2 [('priority', 'high'), ('title', 'approval: printer')]"
+    ]
+    with pytest.raises(SignalError, match="not incompatible"):
+        accept_change(store, "a1", by="ann", reason="again")
+
+
+async def test_completed_steps_whose_tool_or_prompt_changed_replay(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "runs")
+    await run(config(v1(tmp_path), store), "r1", ask("lookup: the printer"))
+    # v1 finished it; a v2 looking at it finds what replays changed.
+    check = verdict(store.load("r1"), v2(tmp_path).code, v2(tmp_path).gate)
+    assert check.kind == "changed" and check.was == "v1"
+    assert check.changed == ("llm/1", "tool/1/0/lookup", "llm/2")
+
+
+async def test_an_open_write_whose_tool_changed_is_incompatible_until_reconciled_done(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path / "runs")
+    await run(config(v1(tmp_path), store), "i1", ask("indeterminate: fail"))
+    marker = marker_for("tool/1/0/create_ticket", {"title": "indeterminate: fail"})
+    signal(store, "i1", "approve", {"marker": marker}, by="ann")
+    with pytest.raises(RuntimeError):
+        await run(config(v1(tmp_path), store), "i1", None)
+    assert view_store(store, "i1").status == RunStatus.INDETERMINATE
+    check = verdict(store.load("i1"), v2(tmp_path).code, v2(tmp_path).gate)
+    assert check.why == "create_ticket: new required argument 'priority'"
+    signal(store, "i1", "reconcile", Reconcile("tool/1/0/create_ticket", "retry"), by="ann")
+    out = await run(config(v2(tmp_path), store), "i1", None)
+    assert out.status == Status.INCOMPATIBLE  # never re-run with arguments v2 rejects
+    assert side(tmp_path, "create_ticket") == []
+
+
+async def test_made_by_reads_run_started_then_accept_change(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "runs")
+    await run(config(v1(tmp_path), store), "a1", ask("approval: printer"))
+    made = made_by(store.load("a1"))
+    assert made is not None and made.version == "v1"
+    await run(config(v2(tmp_path), store), "a1", None)
+    accept_change(store, "a1", by="ann", reason="go")
+    made = made_by(store.load("a1"))
+    assert made is not None and made.version == "v2"
