@@ -254,6 +254,100 @@ def verdict(
     return Verdict(changed, tuple(blockers), made.version if made is not None else "")
 
 
+def asked_of(outcome: Any) -> list[str]:
+    """The markers of the calls a human was asked about (or an incompatible attempt named)
+    in the run's last outcome: a call whose tool the new code no longer gates is still one."""
+    if outcome is None:
+        return []
+    asked = [p.marker for p in outcome.pending]
+    asked.extend(str(b.get("marker")) for b in outcome.blocked if b.get("marker"))
+    return asked
+
+
+# The statuses deploy-check looks at: every run a worker may still take up.
+FINISHED = frozenset({"completed", "cancelled", "moved", "corrupt"})
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """One unfinished run as deploy-check sees it: its status now, the verdict, and what
+    the worker of the new code will do with it (``then``)."""
+
+    run_id: str
+    status: str
+    verdict: Verdict
+
+    @property
+    def then(self) -> str:
+        """What a worker of the new code does, in words."""
+        v = self.verdict
+        if v.blockers:
+            if self.status == "indeterminate":
+                return f"incompatible once reconciled --retry ({v.why}); --done resumes it"
+            return f"stops before any step as incompatible: {v.why}"
+        waits = {
+            "awaiting_approval": "waits for its approval, then ",
+            "indeterminate": "waits for a reconcile, then ",
+            "paused": "waits for a resume, then ",
+            "over_budget": "waits for more budget, then ",
+        }.get(self.status, "")
+        if v.changed:
+            return f"{waits}resumes; {v.why}"
+        return f"{waits}resumes cleanly"
+
+    def to_dict(self) -> dict[str, Any]:
+        v = self.verdict
+        return {
+            "run": self.run_id,
+            "status": self.status,
+            "verdict": v.kind,
+            "why": v.why,
+            "then": self.then,
+            "was": v.was or None,
+            "changed": list(v.changed),
+            "blockers": [b.to_dict() for b in v.blockers],
+        }
+
+
+def check_store(store: Any, code: Code, gate: PolicyGate) -> list[RunCheck]:
+    """``deploy-check``: what ``code`` with ``gate`` would do with every unfinished run of
+    ``store``. Reads only (each unfinished run's journal; the last outcome of an
+    incompatible one; the attempt log of a run whose journal names no version) and runs no
+    model and no tool."""
+    out = []
+    for s in store.summaries():
+        if str(s.status) in FINISHED:
+            continue
+        try:
+            records = store.load(s.run_id)
+        except Exception:  # a journal that stopped loading since the listing: not ours
+            continue
+        if not records:
+            continue
+        asked = [p.marker for p in s.pending]
+        if str(s.status) == "incompatible":
+            asked.extend(asked_of(store.last_outcome(s.run_id)))
+        made = made_by(records)
+        if made is None:
+            made = made_by(records, store.attempts(s.run_id))
+        verdict_now = verdict(records, code, gate, pending=asked, made=made)
+        out.append(RunCheck(s.run_id, str(s.status), verdict_now))
+    return out
+
+
+def pending_blocked(code: Code, pending: Iterable[Any]) -> bool:
+    """True when a pending call (a ``Pending``: its tool and arguments) is one ``code``
+    cannot run: its tool is gone, or its arguments do not validate (a worker finds out from
+    a run's summary, without reading its journal)."""
+    if not code.schemas:
+        return False
+    for p in pending:
+        schema = code.schemas.get(p.tool)
+        if schema is None or schema_problem(schema, p.arguments) is not None:
+            return True
+    return False
+
+
 def _changed(completed: set[str], made: Made, code: Code) -> tuple[str, ...]:
     """The completed steps whose tool (its schema, or the tool itself) or whose model and
     prompt differ between the code that made the run and ``code``: they replay."""

@@ -12,7 +12,7 @@ from typing import Any
 from .budget import Budget
 from .control import Controls
 from .deadlines import with_deadlines
-from .deploys import Blocker, Code, accepted_reasons, code_of, verdict
+from .deploys import Blocker, Code, accepted_reasons, asked_of, code_of, verdict
 from .errors import (
     CorruptJournalError,
     DurableAgentError,
@@ -197,8 +197,7 @@ async def _blocked(
     """The calls of the run this code cannot take over (deploys.check), the last attempt's
     pending calls included."""
     last = await asyncio.to_thread(store.last_outcome, run_id)
-    pending = [p.marker for p in last.pending] if last is not None else []
-    return verdict(records, code, gate, pending=pending).blockers
+    return verdict(records, code, gate, pending=asked_of(last)).blockers
 
 
 def _incompatible(blocked: tuple[Blocker, ...], seq: int, code: Code | None = None) -> Outcome:

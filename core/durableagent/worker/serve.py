@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..deadlines import lapsed, next_deadline
-from ..deploys import Code, code_of
+from ..deploys import Code, code_of, made_by, pending_blocked
 from ..errors import (
     DurableAgentError,
     LeaseLostError,
@@ -63,6 +63,10 @@ log = logging.getLogger("durableagent.worker")
 # ends so that their threads end with it, and the kernel frees their leases only then.
 EXIT_STEPS_ABANDONED = 3
 _LOOK_ONE_BY_ONE = 64  # more changed runs than this: read the summaries instead
+
+
+# The statuses a worker may start an attempt of.
+_MAY_RUN = frozenset({RunStatus.READY, RunStatus.FAILED, RunStatus.AWAITING_APPROVAL})
 
 
 def _where(store: Store) -> str:
@@ -131,6 +135,7 @@ class Worker:
         metrics: Any = None,
         heartbeat: float = DEFAULT_HEARTBEAT,
         agent_name: str = "",
+        pin: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -171,6 +176,11 @@ class Worker:
         self.telemetry = configure(
             store, tracer_provider=tracer_provider, capture_content=capture_content, metrics=metrics
         )
+        # --pin: resume only the runs this agent's version started (deploys.py); the others
+        # wait for a worker of theirs: {run id: (the version it waits for, its last seq)}.
+        self.pin = pin
+        self._not_mine: dict[str, tuple[str, int]] = {}
+        known = self._agent.code.version if self._agent is not None else ""
         # Its registration in the store (SPEC §11): beats every `heartbeat` seconds.
         self.heartbeat = Heartbeat(
             store,
@@ -179,6 +189,9 @@ class Worker:
             heartbeat=heartbeat,
             agent=agent_name,
             concurrency=concurrency,
+            code=known,
+            pinned=pin,
+            waiting=lambda: {r: v for r, (v, _) in self._not_mine.items()},
         )
 
     # -- public --------------------------------------------------------------------------
@@ -319,7 +332,15 @@ class Worker:
         run_id = summary.run_id
         if self._stopping or run_id in self._running:
             return
+        if self.pin and self._waits_for_another(summary):
+            return
         if summary.status == RunStatus.AWAITING_APPROVAL:
+            agent = self.agent
+            if agent is not None and pending_blocked(agent.code, summary.pending):
+                # A human would be asked to approve what this code cannot run: an attempt
+                # stops it as incompatible (before any step) and says why.
+                self._start(run_id)
+                return
             self._watch_deadlines(summary)
             return
         if summary.status not in (RunStatus.READY, RunStatus.FAILED):
@@ -354,11 +375,43 @@ class Worker:
         if len(self._running) >= self.concurrency:
             self._backlog.add(run_id)  # looked at again when a slot frees
             return
+        self._start(run_id)
+
+    def _start(self, run_id: str) -> None:
+        if self.agent is None or len(self._running) >= self.concurrency:
+            self._backlog.add(run_id)  # looked at again when a slot frees
+            return
         self._backlog.discard(run_id)
         timer = self._timers.pop(run_id, None)
         if timer is not None:
             timer.cancel()
         self._running[run_id] = asyncio.create_task(self._execute(run_id))
+
+    def _waits_for_another(self, summary: Summary) -> bool:
+        """Pinned: True when the run was started by another version (it waits for a worker
+        of that version, and is listed so). Read once per change of the run."""
+        run_id = summary.run_id
+        seen = self._not_mine.get(run_id)
+        if seen is not None and seen[1] == summary.last_seq:
+            return True
+        self._not_mine.pop(run_id, None)
+        agent = self.agent
+        if agent is None or summary.status not in _MAY_RUN:
+            return False
+        try:
+            made = made_by(self.store.load(run_id), self.store.attempts(run_id))
+        except DurableAgentError:
+            return False
+        if made is None or made.version == agent.code.version:
+            return False  # new runs (no version yet) are every pinned worker's
+        self._not_mine[run_id] = (made.version, summary.last_seq)
+        log.info(
+            "run %s waits for version %s (this worker is pinned to %s)",
+            run_id,
+            made.version,
+            agent.code.version,
+        )
+        return True
 
     def _due(self, run_id: str) -> None:
         self._timers.pop(run_id, None)
