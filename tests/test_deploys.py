@@ -13,17 +13,22 @@ from _deploy_agents import TITLE, TITLE_PRIORITY, v1, v2
 
 from durableagent import (
     Agent,
+    AgentConfig,
     Config,
     FileStore,
     Message,
+    PlanEnding,
+    PolicyGate,
     Reconcile,
     RunStatus,
     SignalError,
     Status,
+    Tool,
     accept_change,
     code_of,
     made_by,
     marker_for,
+    plan,
     run,
     schema_problem,
     signal,
@@ -191,3 +196,65 @@ async def test_made_by_reads_run_started_then_accept_change(tmp_path: Path) -> N
     accept_change(store, "a1", by="ann", reason="go")
     made = made_by(store.load("a1"))
     assert made is not None and made.version == "v2"
+
+
+async def test_a_pending_call_whose_tool_is_gone_is_incompatible(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "runs")
+    await run(config(v1(tmp_path), store), "a1", ask("approval: printer"))
+    # v3 has no create_ticket at all (and so its gate asks nobody about it): the call a
+    # human was asked about is still one, and nothing can run it.
+    v3 = Agent(
+        AgentConfig(v2(tmp_path).config.model, [Tool("lookup", parameters={"type": "object"})]),
+        PolicyGate(),
+        version="v3",
+    )
+    out = await run(config(v3, store), "a1", None)
+    assert out.status == Status.INCOMPATIBLE
+    assert out.error == "create_ticket: tool removed"
+    (blocked,) = out.blocked
+    assert blocked["old"] == TITLE and blocked["new"] is None
+
+
+async def test_a_completed_call_of_a_changed_tool_replays(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "runs")
+    await run(config(v1(tmp_path), store), "a1", ask("approval: printer"))
+    marker = marker_for("tool/1/0/create_ticket", {"title": "approval: printer"})
+    signal(store, "a1", "approve", {"marker": marker}, by="ann")
+    await run(config(v1(tmp_path), store), "a1", None)
+    check = verdict(store.load("a1"), v2(tmp_path).code, v2(tmp_path).gate)
+    assert check.kind == "changed" and check.blockers == ()
+    assert "tool/1/0/create_ticket" in check.changed
+
+
+async def test_accept_change_is_checked_under_the_lock(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "runs")
+    await run(config(v1(tmp_path), store), "a1", ask("approval: printer"))
+    before = store.load("a1")
+    stale = {"version": "v2", "calls": [{"marker": "tool/1/0/create_ticket#000000000000"}]}
+    with pytest.raises(SignalError, match="no tool call with marker"):
+        signal(store, "a1", "accept-change", stale, by="ann", reason="go")
+    with pytest.raises(SignalError, match="not incompatible"):
+        accept_change(store, "a1", by="ann", reason="go")  # nothing found it incompatible
+    assert store.load("a1") == before
+
+
+async def test_plan_under_a_new_version_says_changed_since_and_incompatible(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path / "runs")
+    await run(config(v1(tmp_path), store), "a1", ask("approval: printer"))
+    two = v2(tmp_path)
+    # Were it approved by v1's arguments' standards, only the prompt would have changed.
+    relaxed = Agent(two.config, PolicyGate(), version="v2")
+    done = plan(store.load("a1"), gate=relaxed.gate, code=code_of(v1(tmp_path).config))
+    assert {s.changed_since for s in done.steps} == {None}  # the same code: nothing changed
+    waiting = plan(store.load("a1"), gate=two.gate, code=code_of(relaxed.config, "v2b"))
+    assert {s.step: s.changed_since for s in waiting.steps}["llm/1"] == "v1"
+    assert "changed since v1" in next(s.why for s in waiting.steps if s.step == "llm/1")
+    waiting = plan(store.load("a1"), gate=two.gate, code=two.code, outcome=store.last_outcome("a1"))
+    assert waiting.ending == PlanEnding.INCOMPATIBLE
+    assert waiting.stops_at == "tool/1/0/create_ticket"
+    assert waiting.why == (
+        "stops before any step, incompatible with v2: "
+        "create_ticket: new required argument 'priority'"
+    )

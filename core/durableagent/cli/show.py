@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ..control import budget_text
@@ -15,7 +16,7 @@ from ..describe import record_line
 from ..fold import Fold, RunStatus
 from ..fork import forks_of
 from ..lineage import ForkedFrom
-from ..plan import Plan, plan
+from ..plan import Plan, PlanEnding, plan
 from ..record import Record
 from ..stores import Store
 from ..view import RunView, view_store
@@ -305,7 +306,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     view = view_store(store, args.run)
     if view.status == RunStatus.CORRUPT:
         raise Refused(view.error)
-    p = plan(view.records, outcome=view.outcome)
+    code, gate = None, None
+    if getattr(args, "agent", None):
+        from .deploys import _code_of
+        from .serve import load_agent
+
+        code, gate = _code_of(load_agent(args.agent, Path(str(getattr(store, "root", ".")))))
+    p = plan(view.records, outcome=view.outcome, gate=gate, code=code)
     if args.json:
         print(dump(plan_dict(view, p)))
         return 0
@@ -324,6 +331,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         step = clean(p.stops_at)
         print()
         print(f"reconcile it: agentrun reconcile {view.run_id} {step} --done RESULT | --retry")
+    elif p.ending == PlanEnding.INCOMPATIBLE:
+        print()
+        print(
+            f"ways out: agentrun accept-change {view.run_id} --reason WHY  |  agentrun fork "
+            f"{view.run_id} --at STEP --as NEW  |  agentrun cancel {view.run_id} --reason WHY"
+        )
     elif p.stops_at is not None and view.status == RunStatus.AWAITING_APPROVAL:
         print()
         print(f"decide: agentrun approve {view.run_id} MARKER | agentrun deny {view.run_id} MARKER")
