@@ -6,6 +6,7 @@ These tests run v1 and v2 of one agent (tests/_deploy_agents.py) in this process
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,7 @@ from durableagent import (
     run,
     schema_problem,
     signal,
+    submit,
     verdict,
     view_store,
 )
@@ -258,3 +260,34 @@ async def test_plan_under_a_new_version_says_changed_since_and_incompatible(
         "stops before any step, incompatible with v2: "
         "create_ticket: new required argument 'priority'"
     )
+
+
+async def test_the_same_code_never_finds_its_own_calls_incompatible(tmp_path: Path) -> None:
+    # v1's model asks create_ticket with arguments v1's own schema rejects: that is no deploy's
+    # doing. Approved, the call runs (the tool answers for its arguments, as it always did).
+    store = FileStore(tmp_path / "runs")
+    one = v1(tmp_path)
+    await run(config(one, store), "a1", ask("approval: printer"))
+    records = store.load("a1")
+    assert records[-1].step == "llm/1"
+    bad = dict(records[-1].data)
+    bad["tool_calls"] = [{"id": "c1", "name": "create_ticket", "arguments": {"titel": "x"}}]
+    check = verdict(
+        [*records[:-1], replace(records[-1], data=bad)], one.code, one.gate, made=made_by(records)
+    )
+    assert check.kind == "resumes cleanly"
+    # v2 changed the schema: the same call is then v2's to refuse.
+    assert verdict(
+        [*records[:-1], replace(records[-1], data=bad)], v2(tmp_path).code, one.gate
+    ).blockers
+
+
+async def test_a_submitted_run_takes_the_version_of_its_first_attempt(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "runs")
+    submit(store, "s1", ask("approval: printer"))
+    await run(config(v1(tmp_path), store), "s1", None)
+    assert "version" not in store.load("s1")[0].data
+    made = made_by(store.load("s1"), store.attempts("s1"))
+    assert made is not None and made.version == "v1"
+    out = await run(config(v2(tmp_path), store), "s1", None)
+    assert out.status == Status.INCOMPATIBLE

@@ -243,6 +243,12 @@ def verdict(
         old = made.schemas.get(call.tool) if made is not None else None
         if not code.schemas:
             continue  # an agent that names its tools only as it runs: nothing to check against
+        if made is not None and _tool_digest(made.fingerprint, call.tool) == _tool_digest(
+            code.fingerprint, call.tool
+        ):
+            # Not a change: the code that asked for the call would have run the same tool
+            # (arguments its own model got wrong are the tool's to refuse, as they always were).
+            continue
         if call.tool not in code.schemas:
             blockers.append(Blocker(step, marker, call.tool, "tool removed", call.arguments, old))
             continue
@@ -367,6 +373,11 @@ def _changed(completed: set[str], made: Made, code: Code) -> tuple[str, ...]:
         if tool and was_tools.get(tool) != now_tools.get(tool):
             out.append(step)
     return tuple(out)
+
+
+def _tool_digest(fingerprint: Mapping[str, Any], tool: str) -> Any:
+    tools = fingerprint.get("tools")
+    return tools.get(tool) if isinstance(tools, dict) else None
 
 
 def _step_order(step: str) -> tuple[int, int, str]:

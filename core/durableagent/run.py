@@ -12,7 +12,7 @@ from typing import Any
 from .budget import Budget
 from .control import Controls
 from .deadlines import with_deadlines
-from .deploys import Blocker, Code, accepted_reasons, asked_of, code_of, verdict
+from .deploys import Blocker, Code, accepted_reasons, asked_of, code_of, made_by, verdict
 from .errors import (
     CorruptJournalError,
     DurableAgentError,
@@ -197,7 +197,10 @@ async def _blocked(
     """The calls of the run this code cannot take over (deploys.check), the last attempt's
     pending calls included."""
     last = await asyncio.to_thread(store.last_outcome, run_id)
-    return verdict(records, code, gate, pending=asked_of(last)).blockers
+    made = made_by(records)
+    if made is None:  # submitted without an agent: the first attempt that said
+        made = made_by(records, await asyncio.to_thread(store.attempts, run_id))
+    return verdict(records, code, gate, pending=asked_of(last), made=made).blockers
 
 
 def _incompatible(blocked: tuple[Blocker, ...], seq: int, code: Code | None = None) -> Outcome:
