@@ -6,11 +6,12 @@ These tests run v1 and v2 of one agent (tests/_deploy_agents.py) in this process
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from _deploy_agents import TITLE, TITLE_PRIORITY, v1, v2
+from _deploy_agents import TITLE, TITLE_PRIORITY, Scripted, _tools, v1, v2
 
 from durableagent import (
     Agent,
@@ -25,6 +26,7 @@ from durableagent import (
     SignalError,
     Status,
     Tool,
+    Worker,
     accept_change,
     code_of,
     made_by,
@@ -291,3 +293,21 @@ async def test_a_submitted_run_takes_the_version_of_its_first_attempt(tmp_path: 
     assert made is not None and made.version == "v1"
     out = await run(config(v2(tmp_path), store), "s1", None)
     assert out.status == Status.INCOMPATIBLE
+
+
+async def test_a_worker_checks_an_awaiting_run_once_not_in_a_loop(tmp_path: Path) -> None:
+    # An agent whose own model leaves out an argument its own schema requires: the pending
+    # call looks unrunnable from the summary, the journal says it is no deploy's doing. The
+    # worker checks once, and leaves it awaiting its human.
+    store = FileStore(tmp_path / "runs")
+    odd = Agent(AgentConfig(Scripted(1), _tools(tmp_path, 2)), v1(tmp_path).gate, version="odd")
+    await run(config(odd, store), "a1", ask("approval: printer"))
+    assert view_store(store, "a1").status == RunStatus.AWAITING_APPROVAL
+    worker = Worker(odd, store, rescan=0.2)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(worker.serve(stop))
+    await asyncio.sleep(3)  # fifteen rescans
+    stop.set()
+    await asyncio.wait_for(serving, 10)
+    assert view_store(store, "a1").status == RunStatus.AWAITING_APPROVAL
+    assert len(store.attempts("a1")) <= 2, store.attempts("a1")

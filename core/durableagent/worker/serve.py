@@ -180,6 +180,7 @@ class Worker:
         # wait for a worker of theirs: {run id: (the version it waits for, its last seq)}.
         self.pin = pin
         self._not_mine: dict[str, tuple[str, int]] = {}
+        self._checked: dict[str, int] = {}  # awaiting runs checked against this code, at seq
         known = self._agent.code.version if self._agent is not None else ""
         # Its registration in the store (SPEC §11): beats every `heartbeat` seconds.
         self.heartbeat = Heartbeat(
@@ -336,9 +337,16 @@ class Worker:
             return
         if summary.status == RunStatus.AWAITING_APPROVAL:
             agent = self.agent
-            if agent is not None and pending_blocked(agent.code, summary.pending):
-                # A human would be asked to approve what this code cannot run: an attempt
-                # stops it as incompatible (before any step) and says why.
+            if (
+                agent is not None
+                and self._checked.get(run_id) != summary.last_seq
+                and pending_blocked(agent.code, summary.pending)
+            ):
+                # A human would be asked to approve what this code may not run: an attempt
+                # checks the journal (deploys.verdict) and stops it as incompatible before
+                # any step if so. Once per change of the run: a call the run's own code made
+                # (its schema unchanged) is no deploy's doing, and stays awaiting.
+                self._checked[run_id] = summary.last_seq
                 self._start(run_id)
                 return
             self._watch_deadlines(summary)
