@@ -72,6 +72,18 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '    if lines and b"\\0" in lines[-1]:',
         '    if lines and lines[-1].endswith(b"\\0"):',
     ),
+    "s06d-lone-nul-is-a-tear": (
+        "3. one flipped bit (a space turned NUL) in the last record drops it as a torn tail",
+        "stores/lines.py",
+        "        if zeroed_blocks(last, base + good - len(last) - 1):",
+        "        if True:",
+    ),
+    "s06e-sectors-counted-from-the-read": (
+        "3. a zeroed sector judged by where a read began, not by its place in the file",
+        "stores/file/journals.py",
+        "lines, good = split_journal(buf[begin:], start + begin)",
+        "lines, good = split_journal(buf[begin:])",
+    ),
     "s07-done-runs-the-write": (
         "4. a done reconciliation that runs the write anyway",
         "journal.py",
@@ -475,6 +487,87 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '                    conn.execute(*_q("lock_row", {"run_id": run_id}))\n',
         "",
     ),
+    # issue 23: guarantees the mutation audit found no test holding
+    "g01-no-halt-check-at-a-steps-start": (
+        "a cancel accepted while a write ran: the model is called after the write anyway",
+        "journal.py",
+        "        self._check_halt(name)\n        started: dict",
+        "        started: dict",
+    ),
+    "g02-a-pause-heard-leaves-the-read-running": (
+        "a pause heard while a read runs (its start shown) does not cancel the read",
+        "listen.py",
+        "        halt = controls.halt\n",
+        "        halt = controls.moved or controls.cancelled\n",
+    ),
+    "g03-cost-check-forgets-the-lost": (
+        "the cost check's copy of the spend drops the reservations of calls lost in a crash",
+        "budget.py",
+        "        return Spend.from_json(self.to_json())",
+        "        return Spend(\n"
+        "            dict(self.used), {}, dict(self.open), self.model_calls, self.tool_calls\n"
+        "        )",
+    ),
+    "g04-reservation-not-fsynced": (
+        "a budgeted model step's start (its reservation) is not fsynced before the call",
+        "journal.py",
+        "            sync = write or (budgeted and kind == StepKind.MODEL)",
+        "            sync = write",
+    ),
+    "g05-approval-deadline-from-the-attempt": (
+        "an approval deadline counts from the attempt that stopped for it, not from the ask",
+        "deadlines.py",
+        "deadline_at=asked.at + seconds",
+        "deadline_at=time.time() + seconds",
+    ),
+    "g06-yes-beats-dry-run": (
+        "--dry-run --yes applies the bulk action (--yes wins over --dry-run)",
+        "cli/bulk.py",
+        "    if args.dry_run:\n",
+        "    if args.dry_run and not args.yes:\n",
+    ),
+    "g07-move-copies-before-the-write-ends": (
+        "copy --move copies a run whose attempt is still inside a write (its result lost)",
+        "copying.py",
+        "    _wait_free(src, run_id, wait)\n",
+        "",
+    ),
+    "g08-escalates-a-run-no-longer-waiting": (
+        "a run that stopped needing a human (cancelled) stays watched and is escalated",
+        "notify/notifier.py",
+        "            self._seen.pop(rid, None)\n            if summary is not None and summary",
+        "            if summary is not None and summary",
+    ),
+    "g09-liveness-from-the-default-period": (
+        "a worker's liveness is judged from the default heartbeat, not its own",
+        "roster.py",
+        "        return now - self.beat_at < LIVE_BEATS * max(self.heartbeat, 0.1)",
+        "        return now - self.beat_at < LIVE_BEATS * DEFAULT_HEARTBEAT",
+    ),
+    "g09b-registered-heartbeat-not-read": (
+        "a registration read back loses its worker's heartbeat (the default taken instead)",
+        "roster.py",
+        'heartbeat=float(d.get("heartbeat") or DEFAULT_HEARTBEAT),',
+        "heartbeat=DEFAULT_HEARTBEAT,",
+    ),
+    "g10-retry-applied-only-once-the-write-finished": (
+        "the audit calls a reconcile-retry pending when its write ran again and died again",
+        "audit.py",
+        "            again = after(starts, step, r.seq)",
+        "            again = after(results, step, r.seq)",
+    ),
+    "g11-late-write-judged-from-the-attempts-start": (
+        "the late-write warning measures from the attempt's start, not its last record",
+        "takeover.py",
+        "last_sign = max((r.at for r in records if r.seq >= holder.first_seq), default=start.at)",
+        "last_sign = holder.started_at or start.at",
+    ),
+    "g12-fork-copies-the-cancel": (
+        "a fork of a cancelled run at a step the cancel came before carries the cancel along",
+        "fork.py",
+        '            keep = name == "reconcile" and r.step in started',
+        '            keep = name == "cancel" or (name == "reconcile" and r.step in started)',
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
@@ -568,6 +661,105 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "        if call is None or marker_for(at, call.arguments) != marker:",
         "        if False:",
     ),
+    "t01-summary-folds-records-twice": (
+        "a summary disagrees with its journal (a check's re-read folded onto the tip)",
+        "stores/file/store.py",
+        "start, seq0, tip = 0, 0, None",
+        "start, seq0 = 0, 0",
+    ),
+    "t02-reloaded-fold-forgets-finished-steps": (
+        "a summary disagrees with its journal (a saved fold counts a finished step again)",
+        "fold.py",
+        '"finished": None if self.finished is None else sorted(self.finished),',
+        '"finished": None,',
+    ),
+    "t03-cancelled-run-not-copied": (
+        "a cancelled run refused by copy as if it could still run (SPEC §7)",
+        "copying.py",
+        "FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED})",
+        "FINISHED = frozenset({RunStatus.COMPLETED})",
+    ),
+    "h01-one-approval-notice-per-turn": (
+        "two calls waiting after one turn get one approval notice (a shared claim key)",
+        "notify/notices.py",
+        "        if not self.subject:\n            return self.kind",
+        "        if True:\n            return self.kind",
+    ),
+    "h02-budget-hint-raises-tokens": (
+        "the over-budget notice raises tokens, whatever limit stopped the run",
+        "notify/notices.py",
+        "limit = stopped_at(s.budget, s.waiting_on or s.error)",
+        'limit = "tokens"',
+    ),
+    "h03-fork-hint-without-as-and-reason": (
+        "a fork hint that fails when pasted (no --as, no --reason)",
+        "hints.py",
+        "--at {_q(at)} --as {_q(new)} --reason WHY{_where(store)}",
+        "{_q(new)} --at {_q(at)}{_where(store)}",
+    ),
+    "h04-demo-failure-not-exhausted": (
+        "the demo's failed run's count never says the workers gave up: no failed notice",
+        "demo/build.py",
+        'note_failure(store, "vpn-access", e, max_attempts=DEFAULT_MAX_ATTEMPTS)',
+        'note_failure(store, "vpn-access", e)',
+    ),
+    "h05-mail-body-taken-for-html": (
+        "a notice's plain text sent unlabelled: the mail loses its line breaks",
+        "notify/targets.py",
+        "title=title, body=body, body_format=self._apprise_module.NotifyFormat.TEXT",
+        "title=title, body=body",
+    ),
+    # The OpenAI Agents SDK under the journal (integrations/openai_agents): its own tests
+    # catch these.
+    "o01-agents-turn-runs-before-approval": (
+        "an Agents SDK turn's reads run while another of its calls waits for a human",
+        "integrations/openai_agents/attempt.py",
+        "        if pending:\n            self.fatal = Waiting(pending)\n"
+        "            raise self.fatal\n",
+        "",
+    ),
+    "o02-agents-raised-write-recorded-done": (
+        "a write that raised is recorded as done with the SDK's error text (its default)",
+        "integrations/openai_agents/attempt.py",
+        "if error is not None and self.turns.gate.is_write(call.name):",
+        "if False:",
+    ),
+    "o03-agents-calls-in-parallel": (
+        "a turn's tool calls run in parallel, their steps in whatever order they finish",
+        "integrations/openai_agents/attempt.py",
+        "        if self.fatal is not None or index not in self.order:\n            return True\n",
+        "        return True\n",
+    ),
+    "o04-agents-deny-without-the-reason": (
+        "a human's deny reaches the model as the SDK's default rejection, not their reason",
+        "integrations/openai_agents/attempt.py",
+        "self.context.reject_tool(item, rejection_message=reason)",
+        "self.context.reject_tool(item)",
+    ),
+    "o05-agents-reconciled-result-not-given-back": (
+        "the result a human reconciled is not what the model reads as the tool's return",
+        "integrations/openai_agents/shapes.py",
+        'return recorded.get("content", "") if isinstance(recorded, dict) else ""',
+        'return ""',
+    ),
+    "o06-agents-handoff-not-a-step": (
+        "a handoff runs outside the journal: its on_handoff runs again on every replay",
+        "integrations/openai_agents/attempt.py",
+        "            handed_off = await self.turns.tool(index, call, run)",
+        "            handed_off = await run()",
+    ),
+    "o07-agents-step-without-its-agent": (
+        "a model step does not name the agent that asked (handoffs replayed blind)",
+        "integrations/openai_agents/shapes.py",
+        '    out["agent"] = agent\n',
+        "",
+    ),
+    "o08-agents-provider-replaced": (
+        "the caller's model provider is replaced by the SDK's default instead of wrapped",
+        "integrations/openai_agents/loop.py",
+        "            provider = JournalProvider(provider)",
+        "            provider = JournalProvider(RunConfig().model_provider)",
+    ),
 }
 
 TESTS = [
@@ -594,9 +786,27 @@ TESTS = [
 ]
 
 # The tests of a file outside the core, run besides TESTS for its mutants.
-MORE_TESTS = {"tui/durableagent_tui/web.py": ["tests/test_web_guard.py"]}
+MORE_TESTS = {
+    "tui/durableagent_tui/web.py": ["tests/test_web_guard.py"],
+    "copying.py": ["tests/test_store_commands.py"],
+    "cli/bulk.py": ["tests/test_bulk.py"],
+}
 # An integration's mutants run its own tests only: the core's tests never load it.
-INTEGRATION_TESTS = {"integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"]}
+INTEGRATION_TESTS = {
+    "integrations/pydantic_ai/": ["tests/test_pydantic_ai.py"],
+    "integrations/openai_agents/": ["tests/test_openai_agents.py"],
+}
+# A notice's, a hint's or the demo store's mutants run the tests that read what they say
+# (the core's suite prints no notice and pastes no hint).
+OWN_TESTS = {
+    "notify/": [
+        "tests/test_notices.py",
+        "tests/test_notice_targets.py",
+        "tests/test_demo_notices.py",
+    ],
+    "hints.py": ["tests/test_hints.py"],
+    "demo/": ["tests/test_demo_notices.py"],
+}
 # The deploy rule's mutants (d..) run the rule's own tests, in this process and with real
 # workers on both stores: the whole core list takes over 20 minutes per mutant.
 RULE_TESTS = {"d": ["tests/test_deploys.py", "tests/test_deploys_workers.py"]}
@@ -614,7 +824,7 @@ def run_mutant(name: str, work: Path) -> list[str]:
     target.write_text(text.replace(original, mutated))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(core), str(tui)])}
     tests = TESTS + MORE_TESTS.get(file, [])
-    for folder, own in INTEGRATION_TESTS.items():
+    for folder, own in {**INTEGRATION_TESTS, **OWN_TESTS}.items():
         if file.startswith(folder):
             tests = own
     for prefix, own in RULE_TESTS.items():

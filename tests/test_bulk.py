@@ -77,6 +77,50 @@ def test_a_bad_query_is_one_line_naming_the_fields_exit_2_and_writes_nothing(
     assert journals(demo) == before
 
 
+BULK_FORMS = [
+    ["cancel", "--reason", "r"],
+    ["pause", "--reason", "r"],
+    ["resume"],
+    ["retry"],
+    ["approve"],
+    ["deny"],
+]
+
+
+@pytest.mark.parametrize("where", ["", " ", "\t \n"])
+@pytest.mark.parametrize("argv", BULK_FORMS, ids=lambda a: a[0])
+@pytest.mark.parametrize("how", ["--dry-run", "--yes"])
+def test_an_empty_or_blank_query_is_refused_by_every_bulk_action_and_writes_nothing(
+    argv: list[str], where: str, how: str, demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unset shell variable (``--where "$Q"``) must not select, let alone act on, every
+    run of the store: exit 2, one line that says how to mean every run."""
+    before = journals(demo)
+    code, out, err = run(capsys, *argv, "--where", where, how, "--store", str(demo))
+    assert code == 2
+    line = one_line(err)
+    assert "empty query" in line and "run:*" in line
+    assert out == ""
+    assert journals(demo) == before
+
+
+def test_run_star_is_the_explicit_way_to_select_every_run(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(
+        capsys, "cancel", "--where", "run:*", "--reason", "r", "--dry-run", "--store", str(demo)
+    )
+    assert code == 0
+    assert f"will cancel {len(FileStore(demo).summaries())} run(s) matching 'run:*'" in out
+
+
+def test_the_core_refuses_an_empty_query_too(demo: Path) -> None:
+    from durableagent.query import QueryError
+
+    with pytest.raises(QueryError, match=r"run:\*"):
+        select_runs(FileStore(demo), parse_query("  "))
+
+
 def test_ls_where_lists_only_what_the_query_selects(
     demo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -315,3 +359,69 @@ def test_after_a_slow_yes_only_the_calls_shown_are_decided(demo: Path) -> None:
     again = {t.run_id: t for t in replan(store, action, shown, query)}
     assert again["laptop-broken"].calls == laptop.calls[:1]
     assert "no longer matches" in again["shared-drive"].note
+
+
+def test_status_paused_selects_every_run_whose_pause_is_in_force(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pause over runs that need a human leaves them showing awaiting_approval,
+    indeterminate, over_budget (``· then held: paused``): ``ls --status paused``, a
+    ``status:paused`` query and ``resume --where status:paused`` select every one of them."""
+    where = "needs:human -status:failed"
+    held = {s.run_id for s in parse_query(where).select(FileStore(demo).summaries())}
+    assert len(held) >= 3
+    code, out, _ = run(
+        capsys, "pause", "--where", where, "--reason", "r", "--yes", "--store", str(demo)
+    )
+    assert code == 0 and f"{len(held)} applied" in out
+    assert {s.status for s in FileStore(demo).summaries() if s.run_id in held} != {"paused"}
+
+    code, out, _ = run(capsys, "ls", "--json", "--status", "paused", "--store", str(demo))
+    assert code == 0
+    assert {json.loads(line)["run_id"] for line in out.splitlines()} == held
+    code, out, _ = run(capsys, "ls", "--json", "--where", "status:paused", "--store", str(demo))
+    assert {json.loads(line)["run_id"] for line in out.splitlines()} == held
+    code, out, _ = run(capsys, "ls", "--json", "--where", "-status:paused", "--store", str(demo))
+    assert not {json.loads(line)["run_id"] for line in out.splitlines()} & held
+
+    code, out, _ = run(capsys, "resume", "--where", "status:paused", "--yes", "--store", str(demo))
+    assert code == 0 and f"{len(held)} applied, 0 refused" in out
+    assert parse_query("status:paused").select(FileStore(demo).summaries()) == []
+    code, out, _ = run(capsys, "ls", "--json", "--status", "paused", "--store", str(demo))
+    assert out == ""
+
+
+def store_files(root: Path) -> dict[str, bytes]:
+    """Every file under the store but its listing's cache (.summaries), byte for byte."""
+    files = [p for p in sorted(root.rglob("*")) if p.is_file() and ".summaries" not in p.parts]
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+
+
+# A query selecting runs each action would change in the demo (resume: the one paused here).
+CHANGING = {
+    "cancel": ["--where", "run:*-access", "--reason", "r"],
+    "pause": ["--where", "run:*-access", "--reason", "r"],
+    "resume": ["--where", "run:crm-access"],
+    "retry": ["--where", "status:failed"],
+    "approve": ["--where", "needs:human"],
+    "deny": ["--where", "needs:human"],
+}
+
+
+@pytest.mark.parametrize("action", sorted(ACTIONS))
+def test_dry_run_with_yes_writes_nothing_for_every_action(
+    action: str, demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--yes says do not ask; --dry-run still wins: the plan is printed, nothing written."""
+    assert set(CHANGING) == set(ACTIONS)
+    store = FileStore(demo)
+    signal(store, "crm-access", "pause", {}, by="ana", reason="so that resume has one")
+    before = store_files(demo)
+    code, out, _ = run(
+        capsys, action, *CHANGING[action], "--dry-run", "--yes", "--by", "ana",
+        "--store", str(demo),
+    )  # fmt: skip
+    assert code == 0, out
+    assert f"will {ACTIONS[action].verb} " in out and "dry run: nothing was written" in out
+    assert "applied" not in out
+    assert store_files(demo) == before

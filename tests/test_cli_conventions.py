@@ -74,13 +74,15 @@ def test_an_unknown_run_is_reported_before_any_other_complaint(
 
 
 def test_complaints_about_a_known_run_still_name_the_problem(demo: Path) -> None:
-    refused(agentrun("approve", "laptop-broken", "BADMARKER", "--store", str(demo)), "marker")
-    refused(
+    usage(agentrun("approve", "laptop-broken", "BADMARKER", "--store", str(demo)), "marker")
+    usage(
         agentrun(
             "reconcile", "crm-access", "tool/2/0/create_ticket", "--done", " ", "--store", str(demo)
         ),
         "needs the result",
     )
+    unknown = "tool/1/0/create_ticket#000000000000"  # a marker's shape, no call's marker
+    refused(agentrun("approve", "laptop-broken", unknown, "--store", str(demo)), "no tool call")
 
 
 def test_usage_errors_print_the_commands_own_usage(demo: Path) -> None:

@@ -408,3 +408,104 @@ async def test_a_writes_start_is_on_disk_before_the_tool_runs(
     out = await run(config, "w", [Message("user", "file it")])
     assert out.status == Status.COMPLETED
     assert on_disk_when_called == [True]
+
+
+async def test_a_budgeted_model_steps_reservation_is_on_disk_before_the_model_is_called(
+    store: FileStore, monkeypatch: pytest.MonkeyPatch
+):
+    """A crash (a power loss) inside a model call must find its reservation in the journal,
+    or a restart would call again as if nothing had been spent: when the model is called,
+    every byte up to the end of its step.started line (its reservation) has been fsynced."""
+    from durableagent import Budget, submit
+
+    journal = str(store.path("b"))
+    synced: list[int] = []  # the journal's size at each fsync of it that returned
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        size = os.fstat(fd).st_size
+        real_fsync(fd)
+        if os.readlink(f"/proc/self/fd/{fd}") == journal:
+            synced.append(size)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    on_disk_when_called: list[bool] = []
+
+    def reply(messages: list[Message]) -> Message:
+        data = store.path("b").read_bytes()
+        start = data.index(b'"type":"step.started","step":"llm/1"')
+        assert b'"reserve":{"tokens":' in data[start : data.index(b"\n", start)]
+        on_disk_when_called.append(max(synced, default=0) >= data.index(b"\n", start) + 1)
+        return Message("assistant", "done")
+
+    submit(store, "b", [Message("user", "answer")], budget=Budget(tokens=100_000))
+    config = Config(AgentConfig(ScriptedModel(reply), []), PolicyGate(), store)
+    out = await run(config, "b", None)
+    assert out.status == Status.COMPLETED
+    assert on_disk_when_called == [True]
+
+
+# A process that runs run ``c`` until its model is called, then hangs there (to be killed).
+HANG_IN_MODEL = """
+import asyncio, sys, time
+from pathlib import Path
+from durableagent import AgentConfig, Config, FileStore, PolicyGate, ScriptedModel, Tool, run
+
+def reply(messages):
+    Path(sys.argv[2]).write_text("calling")
+    time.sleep(3600)
+
+model = ScriptedModel(reply, output_limit=100)
+tools = [Tool("lookup", fn=lambda args: "the policy")]
+agent = AgentConfig(model, tools, prices={"m": (1e6, 1e6)})
+asyncio.run(run(Config(agent, PolicyGate(), FileStore(sys.argv[1])), "c", None))
+"""
+
+
+async def test_a_lost_model_calls_reservation_counts_against_a_cost_limit_after_a_restart(
+    store: FileStore, tmp_path
+):
+    """SIGKILLed inside its first model call, the run restarts and calls it again: the call
+    lost counts at its reservation, priced, so the cost limit stops the next call that
+    would pass it counting the lost one (and would fit were the lost one forgotten)."""
+    import signal as signals
+    import subprocess
+    import sys
+    import time
+
+    from durableagent import Budget, submit
+
+    submit(store, "c", [Message("user", "look it up")], budget=Budget(cost=1_000_000.0))
+    calling = tmp_path / "calling"
+    child = subprocess.Popen([sys.executable, "-c", HANG_IN_MODEL, str(store.root), str(calling)])
+    try:
+        deadline = time.monotonic() + 60
+        while not calling.exists():
+            assert child.poll() is None and time.monotonic() < deadline, "no model call"
+            await asyncio.sleep(0.05)
+    finally:
+        child.send_signal(signals.SIGKILL)
+        child.wait(30)
+    (lost,) = [r for r in store.load("c") if r.type == "step.started" and r.step == "llm/1"]
+    reserved = lost.data["reserve"]["tokens"]  # at 1 a token: the lost call cost this much
+    # Room for the lost call and its second try, never for a third call on top.
+    limit = float(2 * reserved)
+    signal(store, "c", "budget", {"set": {"cost": limit}}, by="ana", reason="tight")
+    calls: list[int] = []
+
+    def reply(messages: list[Message]) -> Message:
+        calls.append(len(messages))
+        if len(calls) == 1:
+            usage = {"input_tokens": 10, "output_tokens": 5}
+            return Message("assistant", tool_calls=(ToolCall("a", "lookup", {}),), usage=usage)
+        return Message("assistant", "found it")
+
+    model = ScriptedModel(reply, output_limit=100)
+    tools = [Tool("lookup", fn=lambda args: "the policy")]
+    agent = AgentConfig(model, tools, prices={"m": (1e6, 1e6)})
+    out = await run(Config(agent, PolicyGate(), store), "c", None)
+    assert out.status == Status.OVER_BUDGET, out
+    assert "cost" in out.error, out.error
+    assert len(calls) == 1, out.error  # llm/1 again; llm/2 would pass the limit with the lost call
+    spend = view_store(store, "c").controls.spend
+    assert sum(spend.lost.values()) == reserved

@@ -35,3 +35,48 @@ def test_a_run_asking_for_approval_lands_in_the_demos_notices_file(tmp_path: Pat
     text = path.read_text()
     assert text.startswith("agentrun: shared-drive awaits approval: create_ticket\n")
     assert "act: agentrun approve shared-drive 'tool/1/0/create_ticket#" in text
+
+
+def notices_in(path: Path, *wanted: str) -> str:
+    """The notices file once every ``wanted`` text is in it (a generous wait: a loaded
+    machine)."""
+    deadline = time.monotonic() + 60
+    while True:
+        text = path.read_text() if path.exists() else ""
+        if all(w in text for w in wanted):
+            return text
+        assert time.monotonic() < deadline, f"not all of {wanted} in:\n{text}"
+        time.sleep(0.1)
+
+
+def test_the_demo_store_tells_of_its_failed_run_each_waiting_call_and_the_limit_hit(
+    demo: Path,
+) -> None:
+    from durableagent.worker import DEFAULT_MAX_ATTEMPTS
+
+    store = FileStore(demo)
+    failures = store.read_failures("vpn-access")
+    assert failures is not None and failures["failures"] == DEFAULT_MAX_ATTEMPTS
+    assert failures.get("exhausted") is True  # the workers gave up: said in the record
+    path = demo / ".demo" / "notices.log"
+    sink, notifier = demo_notices(store, path)
+    try:
+        text = notices_in(
+            path,
+            "agentrun: vpn-access failed; the workers gave up\n",
+            "act: agentrun retry vpn-access --store",
+            "agentrun: report-export stopped at its budget\n",
+            "(tool/2/1/send_email)",  # laptop-broken's second call, told on its own
+        )
+    finally:
+        assert notifier.stop()
+        sink.close()
+    # laptop-broken asked for two calls in one turn: a notice for each, naming its call.
+    laptop = [n for n in text.split("\n\n") if n.startswith("agentrun: laptop-broken awaits")]
+    assert len(laptop) == 2, laptop
+    markers = {p.marker for p in store.summary("laptop-broken").pending}  # type: ignore[union-attr]
+    assert {m for m in markers for n in laptop if f"approve laptop-broken '{m}'" in n} == markers
+    # report-export stopped at its model calls limit (its only one): the hint raises that.
+    (over,) = [n for n in text.split("\n\n") if n.startswith("agentrun: report-export")]
+    assert "act: agentrun budget report-export --add model_calls=" in over, over
+    assert "tokens=" not in over

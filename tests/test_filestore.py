@@ -6,6 +6,7 @@ import errno
 import os
 import subprocess
 import sys
+import tempfile
 import zlib
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from durableagent import (
     Status,
     StoreError,
 )
+from durableagent.stores.lines import SECTOR, zeroed_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,43 +89,107 @@ def test_nul_filled_last_line_is_a_torn_tail(store: FileStore, newline: bytes):
     assert b"\0" not in path.read_bytes()
 
 
-def test_the_issue_example_a_zero_block_inside_the_last_line_is_a_torn_tail(store: FileStore):
-    """``{"seq":8,"type":"sig`` + 300 NULs + ``"}\\n``: a power loss zero-filled a block in the
-    middle of the last write, and its later bytes (the newline too) reached the disk."""
+def test_a_zeroed_sector_inside_the_last_line_is_a_torn_tail(store: FileStore):
+    """A power loss zero-filled a whole sector in the middle of the last write, and its later
+    bytes (the newline too) reached the disk: the line was never acknowledged."""
     fill(store, "z", 7)
     path = store.path("z")
-    path.write_bytes(path.read_bytes() + b'{"seq":8,"type":"sig' + b"\0" * 300 + b'"}\n')
+    data = path.read_bytes()
+    head = b'{"seq":8,"type":"sig'
+    pad = -(len(data) + len(head)) % SECTOR  # text up to a sector boundary, then one sector
+    line = head + b"x" * pad + b"\0" * SECTOR + b'"}\n'
+    assert (len(data) + len(head) + pad) % SECTOR == 0
+    path.write_bytes(data + line)
     assert [r.seq for r in store.load("z")] == list(range(1, 8))
-    assert store.append("z", Record.make("signal", "s", "", {})).seq == 8
+    fresh = FileStore(store.root)  # reads the journal's tail to find where to append
+    assert fresh.append("z", Record.make("signal", "s", "", {})).seq == 8
     assert b"\0" not in path.read_bytes()
     assert [r.seq for r in store.load("z")] == list(range(1, 9))
+
+
+def test_a_lone_nul_in_the_last_line_is_corruption_not_a_tear(store: FileStore):
+    """One space flipped to NUL (0x20 -> 0x00) in an acknowledged last record: refused with
+    its line, never dropped silently, and the file is left as it is."""
+    fill(store, "a", 3, "an approval note")
+    path = store.path("a")
+    data = path.read_bytes()
+    at = data.rindex(b"an approval note") + 2  # the space after "an"
+    assert data[at : at + 1] == b" "
+    damaged = data[:at] + b"\0" + data[at + 1 :]
+    path.write_bytes(damaged)
+    with pytest.raises(CorruptJournalError) as e:
+        store.load("a")
+    assert e.value.line == 3 and "crc mismatch" in e.value.reason
+    with pytest.raises(CorruptJournalError):
+        store.append("a", Record.make("signal", "s", "", {}))
+    with pytest.raises(CorruptJournalError):
+        store.load_since("a", 0)
+    assert path.read_bytes() == damaged
+
+
+def test_a_lone_nul_in_the_last_line_is_refused_by_the_cli(tmp_path: Path):
+    store = FileStore(tmp_path / "runs")
+    fill(store, "flip", 3, "an approval note")
+    path = store.path("flip")
+    data = path.read_bytes()
+    at = data.rindex(b"an approval note") + 2
+    path.write_bytes(data[:at] + b"\0" + data[at + 1 :])
+    p = subprocess.run(
+        [sys.executable, "-m", "durableagent.cli", "show", "flip", "--store", str(store.root)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "Traceback" not in p.stderr
+    assert "journal of run 'flip' is corrupt at line 3: crc mismatch" in p.stderr
+
+
+def block_shaped_zeros(data: st.DataObject, line_start: int, body: bytes) -> tuple[int, int]:
+    """Where a power loss may zero part of a line that starts at ``line_start`` in the file:
+    from the line's start or a sector boundary to a sector boundary or the line's end."""
+    end = line_start + len(body)
+    starts = [line_start, *range(line_start - line_start % SECTOR + SECTOR, end, SECTOR)]
+    a = data.draw(st.sampled_from(starts), label="zeros from")
+    ends = [*range(a - a % SECTOR + SECTOR, end, SECTOR), end]
+    b = data.draw(st.sampled_from(ends), label="zeros to")
+    return a - line_start, b - line_start
 
 
 @given(data=st.data())
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
-def test_zeros_anywhere_in_the_final_line_are_a_tear_and_anywhere_before_it_corruption(
+def test_zeroed_blocks_in_the_final_line_are_a_tear_and_anywhere_before_it_corruption(
     tmp_path: Path, data: st.DataObject
 ):
-    """Where the zeros fall decides: inside the final line (its newline kept or not) the line
-    was never acknowledged and is cut off by the next append; in any earlier line they are
-    damage to an acknowledged record, reported with its line number, the file unchanged."""
+    """Where the zeros fall decides: a block a power loss zeroed inside the final line (its
+    newline kept or not) means the line was never acknowledged, and it is cut off by the next
+    append; NULs of the shape no power loss leaves (a short run between intact text), and NULs
+    in any earlier line, are damage to an acknowledged record, reported with its line number,
+    the file unchanged."""
     store = FileStore(tmp_path / "p")
     path = store.path("p")
     if not path.exists():
-        fill(store, "p", 5, "payload " * 20)
+        fill(store, "p", 5, "payload " * 150)
     lines = path.read_bytes().splitlines(keepends=True)
     victim = data.draw(st.integers(0, len(lines) - 1), label="line")
     body = lines[victim][:-1]  # the zeros fall inside the line, its newline kept
-    start = data.draw(st.integers(0, len(body) - 1), label="start")
-    length = data.draw(st.integers(1, len(body) - start), label="length")
+    line_start = sum(len(x) for x in lines[:victim])
+    final = victim == len(lines) - 1
+    if final and data.draw(st.booleans(), label="a lost block"):
+        start, stop = block_shaped_zeros(data, line_start, body)
+    else:
+        start = data.draw(st.integers(0, len(body) - 1), label="start")
+        stop = start + data.draw(st.integers(1, len(body) - start), label="length")
+    zeroed = body[:start] + b"\0" * (stop - start) + body[stop:]
+    torn = final and zeroed_blocks(zeroed, line_start)
     damaged = list(lines)
-    damaged[victim] = body[:start] + b"\0" * length + body[start + length :] + b"\n"
+    damaged[victim] = zeroed + b"\n"
     original = b"".join(lines)
     path.write_bytes(b"".join(damaged))
     try:
-        if victim == len(lines) - 1:
+        if torn:
             assert [r.seq for r in store.load("p")] == [1, 2, 3, 4]
             assert store.append("p", Record.make("signal", "s", "", {})).seq == 5
             assert b"\0" not in path.read_bytes()
@@ -136,6 +202,59 @@ def test_zeros_anywhere_in_the_final_line_are_a_tear_and_anywhere_before_it_corr
             assert path.read_bytes() == before
     finally:
         path.write_bytes(original)
+
+
+def test_the_shape_of_a_lost_block():
+    """A run of NULs is a lost block when it reaches the end of the line, or runs from a
+    sector boundary (or the line's start) to a sector boundary; never one byte inside text."""
+    text = b"x" * 2000
+    assert zeroed_blocks(text[:10] + b"\0" * 5, 0)  # to the end of the line
+    assert zeroed_blocks(b"\0" * 502 + text[:10], 10)  # line start to a sector boundary
+    assert zeroed_blocks(text[:502] + b"\0" * 512 + text[:10], 10)  # a whole sector inside
+    assert not zeroed_blocks(text[:502] + b"\0" * 511 + text[:10], 10)  # ends short of it
+    assert not zeroed_blocks(text[:501] + b"\0" + text[:10], 10)  # lone NUL up to a boundary
+    assert not zeroed_blocks(text[:502] + b"\0" + text[:10], 10)  # lone NUL from a boundary
+    assert not zeroed_blocks(text[:100] + b"\0" * 300 + text[:10], 0)  # between text
+
+
+@given(
+    note=st.text(st.sampled_from(" @ab\u00e9"), min_size=1, max_size=120),
+    pad=st.integers(0, 2 * SECTOR),
+    tail=st.integers(1, 300),
+)
+@settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_every_bit_flip_in_the_last_line_is_refused_or_loses_nothing(
+    tmp_path: Path, note: str, pad: int, tail: int
+):
+    """Every single-bit flip of the last line (spaces and ``@`` flip to NUL): the load is
+    refused with the last line's number, or it returns every record as written. Never an
+    acknowledged record dropped in silence. And a NUL-filled tail of the same line (zeros
+    from any point to its end) still loads as a torn tail."""
+    store = FileStore(Path(tempfile.mkdtemp(dir=tmp_path)) / "runs")
+    path = store.path("b")
+    store.append("b", Record.make("run.started", data={"input": [], "pad": "p" * pad}))
+    store.append("b", Record.make("signal", "s", "", {"note": note, "by": "ann@example.com"}))
+    want = store.load("b")
+    data = path.read_bytes()
+    start = data.rindex(b"\n", 0, len(data) - 1) + 1
+    last = len(want)
+    for i in range(start, len(data)):
+        for bit in range(8):
+            flipped = bytearray(data)
+            flipped[i] ^= 1 << bit
+            path.write_bytes(bytes(flipped))
+            try:
+                got = store.load("b")
+            except CorruptJournalError as e:
+                assert e.line == last, (i, bit, e)
+            else:
+                assert got == want, (i, bit)
+    body = len(data) - 1 - start
+    cut = start + body - min(tail, body)
+    path.write_bytes(data[:cut] + b"\0" * (len(data) - 1 - cut) + b"\n")
+    assert store.load("b") == want[:-1]
 
 
 @pytest.mark.parametrize("payload", ["x", "é" * 40_000], ids=["short", "past-the-tail-read"])

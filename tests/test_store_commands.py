@@ -105,6 +105,33 @@ async def test_a_copy_takes_only_finished_runs_and_names_the_ones_that_could_sti
         pg.close()
 
 
+async def test_a_cancelled_run_is_finished_and_copied_as_it_is(tmp_path: Path, pg_url: str):
+    """SPEC §7: a plain copy takes completed and cancelled runs. A cancelled run starts no
+    attempt anywhere, so it is copied byte for byte and is cancelled in both stores (it was
+    refused: "it would be live in both stores and run twice")."""
+    src = FileStore(tmp_path / "src")
+    await build(src, Side(tmp_path / "side"))
+    signal(src, "fresh", "cancel", {}, by="ops", reason="not wanted")
+    signal(src, "waiting", "cancel", {}, by="ops", reason="asked twice")
+    before = journals(tmp_path / "src")
+    p = agentrun("copy", str(tmp_path / "src"), pg_url)
+    assert p.returncode == 1, p.stderr  # "fixed" still could run: refused, by name only
+    err = p.stderr.decode()
+    assert "'fixed'" in err and "'fresh'" not in err and "'waiting'" not in err
+    assert b"copied 3 run(s)" in p.stdout and b"1 refused: fixed" in p.stdout
+    assert journals(tmp_path / "src") == before  # nothing written to the source
+    pg = open_store(pg_url)
+    try:
+        assert pg.run_ids() == ["done", "fresh", "waiting"]
+        assert statuses(pg) == {"done": "completed", "fresh": "cancelled", "waiting": "cancelled"}
+        for run_id in ("fresh", "waiting"):
+            assert pg.export_run(run_id) == src.export_run(run_id)
+    finally:
+        pg.close()
+    again = agentrun("copy", str(tmp_path / "src"), pg_url)
+    assert b"copied 0 run(s)" in again.stdout, again.stdout  # copying again changes nothing
+
+
 async def test_a_round_trip_file_postgres_file_by_moves_is_byte_identical(
     tmp_path: Path, pg_url: str
 ):

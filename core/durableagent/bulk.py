@@ -21,7 +21,7 @@ from typing import Any
 
 from .errors import DurableAgentError
 from .fold import RunStatus, Summary
-from .query import Query
+from .query import Query, QueryError
 from .signals import signal
 from .stores import Store
 
@@ -75,8 +75,25 @@ class Done:
     written: int = 0
 
 
+EVERY_RUN = "run:*"
+EMPTY_QUERY = (
+    f"an empty query would select every run: name the runs to act on, or write {EVERY_RUN} "
+    f"to mean all of them"
+)
+
+
+def check_bulk_query(query: Query) -> Query:
+    """``query`` when it has a term; QueryError when it is empty or blank (an unset shell
+    variable must not act on a whole store: selecting everything is written ``run:*``)."""
+    if not query.terms:
+        raise QueryError(EMPTY_QUERY)
+    return query
+
+
 def select_runs(store: Store, query: Query, now: float | None = None) -> list[Summary]:
-    """The runs of ``store`` that ``query`` selects, from its summaries, in listing order."""
+    """The runs of ``store`` that ``query`` selects, from its summaries, in listing order.
+    An empty query is refused (QueryError): a bulk action never selects by omission."""
+    check_bulk_query(query)
     summaries = store.summaries()
     owners = lease_owners(store, summaries) if query.uses_owner else {}
     return query.select(summaries, time.time() if now is None else now, owners)
@@ -210,10 +227,12 @@ def replan(store: Store, action: Action, targets: list[Target], query: Query) ->
 
 __all__ = [
     "ACTIONS",
+    "EVERY_RUN",
     "Action",
     "Done",
     "Target",
     "apply_action",
+    "check_bulk_query",
     "lease_owners",
     "plan_action",
     "replan",

@@ -21,6 +21,14 @@ def marker_for(step: str, arguments: dict[str, Any]) -> str:
     return f"{step}#{hashlib.sha256(canon.encode()).hexdigest()[:12]}"
 
 
+def is_marker(text: str) -> bool:
+    """Whether ``text`` has a marker's shape: a tool step, ``#``, a digest (whether it names
+    a call of some run is for that run's records to say)."""
+    step, sep, digest = text.rpartition("#")
+    parsed = parse_step(step) if sep else None
+    return parsed is not None and not parsed.is_model and bool(digest)
+
+
 def marker_step(marker: str) -> str:
     """The step a marker names (everything before the last ``#``)."""
     return marker.rpartition("#")[0]

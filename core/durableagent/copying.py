@@ -3,10 +3,10 @@ in exactly one store.
 
 A run that can still move (ready, waiting for a human, running) copied as it is would be live
 in both stores, and workers on each would run it twice. So a plain copy takes only finished
-runs (completed); ``move`` first appends a ``move`` signal to the source run, after which no
-worker of the source starts an attempt or a step of it; once its lease is free it is copied
-without the ``move`` record, checked, and shows as ``moved`` in the source. A move cut short
-is finished by moving again: every step is safe to repeat.
+runs (completed, cancelled: SPEC §7); ``move`` first appends a ``move`` signal to the source
+run, after which no worker of the source starts an attempt or a step of it; once its lease is
+free it is copied without the ``move`` record, checked, and shows as ``moved`` in the source.
+A move cut short is finished by moving again: every step is safe to repeat.
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from .signals import signal
 from .stores import Attempt, Store
 from .stores.lines import parse_lines
 
-FINISHED = frozenset({RunStatus.COMPLETED})  # nothing moves them any more: copied as they are
+# Nothing moves them any more (a cancelled run takes no signal but a reconcile, and no worker
+# starts it): copied as they are.
+FINISHED = frozenset({RunStatus.COMPLETED, RunStatus.CANCELLED})
 
 
 class CopyError(DurableAgentError):

@@ -21,6 +21,7 @@ from .outcome import Outcome, Status
 from .record import RUN_COMPLETED, RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record
 
 PREVIEW = 80  # characters of the answer kept for a listing (ls --json)
+FINISHED_KEPT = 64  # finished steps a fold remembers (see Fold.finished)
 
 
 class RunStatus(enum.StrEnum):
@@ -89,7 +90,9 @@ class Fold:
     answer: str = ""
     open: dict[str, list[Any]] = field(default_factory=dict)
     decided: set[str] = field(default_factory=set)
-    finished: set[str] = field(default_factory=set)  # steps with a result, while few
+    # Steps with a result, while there are at most FINISHED_KEPT; then None for good (in a
+    # fold from the journal and in one saved and reloaded alike, so that both count alike).
+    finished: set[str] | None = field(default_factory=set)
     origin: ForkedFrom | None = None
     origin_seq: int = 0
     controls: Controls = field(default_factory=Controls)  # cancel, pause, move, budget, spend
@@ -114,7 +117,7 @@ class Fold:
         data = r.data if isinstance(r.data, dict) else {}
         self.controls.add(r)
         if t == STEP_STARTED:
-            if r.step not in self.open and r.step not in self.finished:
+            if r.step not in self.open and (self.finished is None or r.step not in self.finished):
                 self.steps += 1
             # An idempotent write that never finished is re-run with its key, and a refused
             # call never ran: neither is indeterminate.
@@ -129,9 +132,12 @@ class Fold:
         elif t == STEP_COMPLETED:
             if r.step in self.open:
                 del self.open[r.step]
-            elif r.step not in self.finished:
+            elif self.finished is None or r.step not in self.finished:
                 self.steps += 1  # a result without a start (a hand-made journal)
-            self.finished.add(r.step)
+            if self.finished is not None:
+                self.finished.add(r.step)
+                if len(self.finished) > FINISHED_KEPT:
+                    self.finished = None
         elif t == SIGNAL:
             self.signals += 1
             name = data.get("name")
@@ -237,8 +243,9 @@ class Fold:
         return ""
 
     def to_json(self) -> dict[str, Any]:
-        """The state as plain JSON (the ``finished`` set is dropped once it is large: it only
-        guards step counts in hand-made journals)."""
+        """The state as plain JSON, all of it: a fold saved and reloaded folds the next
+        records as the fold of the whole journal would (``finished`` is dropped, in both,
+        once it is large: it only guards step counts in hand-made journals)."""
         return {
             "last_seq": self.last_seq,
             "started_at": self.started_at,
@@ -250,6 +257,7 @@ class Fold:
             "answer": self.answer,
             "open": self.open,
             "decided": sorted(self.decided),
+            "finished": None if self.finished is None else sorted(self.finished),
             "origin": None if self.origin is None else self.origin.to_dict(),
             "origin_seq": self.origin_seq,
             "controls": self.controls.to_json(),
@@ -268,6 +276,7 @@ class Fold:
             answer=str(d.get("answer") or ""),
             open={str(k): list(v) for k, v in dict(d.get("open") or {}).items()},
             decided=set(d.get("decided") or ()),
+            finished=None if d.get("finished") is None else set(d["finished"]),
             origin=ForkedFrom.from_dict(d.get("origin")),
             origin_seq=int(d.get("origin_seq") or 0),
             controls=_controls(d),
@@ -360,10 +369,32 @@ class Summary(NamedTuple):
         return Control.from_dict(self._controls().get("halt"))
 
     @property
+    def paused(self) -> bool:
+        """Whether a pause is in force (SPEC §10: no attempt starts until a resume), whatever
+        status shows first: an ``awaiting_approval`` run paused as well (``· then held:
+        paused``), a running one winding down after the pause. A completed, cancelled or
+        moved run is held by no pause."""
+        if self.status == RunStatus.PAUSED:
+            return True
+        if not self.controls or self.status in _UNHELD:
+            return False
+        halt = self.halt
+        return halt is not None and halt.name == "pause"
+
+    def has_status(self, status: RunStatus) -> bool:
+        """The one rule by which ``ls --status``, every query's ``status:`` term and the
+        TUI's filter select a run: its status, and ``paused`` for any run whose pause is in
+        force (see :attr:`paused`)."""
+        return self.status == status or (status == RunStatus.PAUSED and self.paused)
+
+    @property
     def stopping(self) -> str:
         """``cancel`` or ``pause`` while a running run's attempt winds down after one; ""."""
         halt = self.halt if self.status == RunStatus.RUNNING else None
         return "" if halt is None else halt.name
+
+
+_UNHELD = (RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.MOVED)
 
 
 def summarize(run_id: str, f: Fold, outcome: Outcome | None, leased: bool = False) -> Summary:

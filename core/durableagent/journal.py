@@ -217,7 +217,9 @@ class Journal:
                 started["refused"] = True
                 refusal = Result(e.reason, is_error=True).to_dict()
                 return await self._record_with_start(name, kind, started, refusal)
-        return (await self.append(completed)).data
+        # Learn what landed while the call ran (a cancel accepted during a write): the next
+        # step, a model call whose start is recorded only after it, re-checks it at its start.
+        return (await self._append((completed,), None, True, learn=True))[0].data
 
     def _check_halt(self, name: str) -> None:
         """Stop before ``name`` when a halting signal (a move, a cancel, a pause) is in this
@@ -397,11 +399,15 @@ class Journal:
         sync: bool,
         starts: str | None = None,
         limit: tuple[str, int] | None = None,
+        *,
+        learn: bool = False,
     ) -> list[Record]:
+        """``learn``: read what others appended meanwhile into this view (``missed``), as a
+        checked append does, refusing nothing."""
         check = None
         missed: list[Record] = []
         loaded = self._seen
-        if unless_denied is not None or starts is not None:
+        if unless_denied is not None or starts is not None or learn:
             marker, known, index = unless_denied, self._known, self.index
             run_id = self.run_id
 

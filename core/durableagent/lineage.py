@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import hints
 from .record import RUN_STARTED, Record
 
 
@@ -85,7 +86,7 @@ def unfinished(
     return (
         f"an interrupted fork of {origin.run} at {origin.step} ({last_seq - first_seq} of "
         f"{origin.copied} records copied): run the same fork again to finish it "
-        f"(agentrun fork {origin.run} --at {origin.step} --as {run_id or 'NEW'})"
+        f"({hints.fork(origin.run, origin.step, run_id or 'NEW')})"
     )
 
 

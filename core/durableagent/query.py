@@ -41,7 +41,12 @@ class Field:
 FIELDS: dict[str, Field] = {
     f.name: f
     for f in (
-        Field("status", (":",), "a status or its short word (status:awaiting, status:failed)"),
+        Field(
+            "status",
+            (":",),
+            "a status or its short word (status:awaiting, status:failed; status:paused: "
+            "every run whose pause is in force)",
+        ),
         Field(
             "needs", (":",), "needs:human (corrupt, indeterminate, over_budget, awaiting, failed)"
         ),
@@ -164,7 +169,7 @@ def _test(name: str, op: str, value: str, word: str) -> Test:
         if status is None:
             known = ", ".join(sorted(STATUS_BY_WORD))
             raise QueryError(f"unknown status {value!r} in {word!r}; use one of {known}")
-        return lambda s, now, owners: s.status == status
+        return lambda s, now, owners: s.has_status(status)
     if name == "needs":
         if value.lower() != "human":
             raise QueryError(f"needs takes human, not {value!r} (in {word!r})")

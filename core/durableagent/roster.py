@@ -73,6 +73,14 @@ class WorkerInfo:
             return "unreadable"
         return "live" if self.live(now) else "gone"
 
+    def up(self, now: float | None = None) -> float:
+        """How long the worker has been up: until now while it is live (it beats every
+        ``heartbeat`` seconds, so its last beat is up to a heartbeat old), until its last
+        beat once it is gone."""
+        now = time.time() if now is None else now
+        until = now if self.live(now) else self.beat_at
+        return max(0.0, until - self.started_at)
+
     def beaten(
         self,
         *,

@@ -256,3 +256,69 @@ def test_a_held_run_says_it_is_stopping_after_a_cancel_or_a_pause(any_store: Sto
         assert view_store(any_store, "h1").waiting_on == row.waiting_on
     (row,) = [s for s in any_store.summaries() if s.run_id == "h1"]
     assert row.status == RunStatus.PAUSED and row.waiting_on.startswith("paused by ana at ")
+
+
+async def test_a_cancel_accepted_while_a_write_runs_lets_no_model_call_start_after_it(
+    any_store: Store,
+) -> None:
+    """The write is quick (no listener hears the cancel while it runs): the step after it,
+    a model call whose start is not recorded before it runs, re-checks the controls at its
+    start and never calls the model."""
+    calls: list[int] = []
+
+    def reply(messages: Sequence[Message]) -> Message:
+        calls.append(len(messages))
+        done = [m for m in messages if m.role == "tool"]
+        if not done:
+            return Message("assistant", tool_calls=(ToolCall("a", "file", {}),))
+        return Message("assistant", "filed")
+
+    cancelled: list[int] = []
+
+    def file(args: dict[str, Any]) -> str:
+        r = signal(any_store, "c5", "cancel", {}, by="ana", reason="wrong customer")
+        cancelled.append(r.seq)
+        return "T-1"
+
+    tools = [Tool("file", "file a ticket", {"type": "object"}, file)]
+    gate = PolicyGate(writes={"file"}, approve=())
+    config = Config(AgentConfig(ScriptedModel(reply), tools), gate, any_store)
+    out = await run(config, "c5", INPUT)
+    assert out.status == Status.CANCELLED and "cancelled by ana" in out.error
+    assert len(calls) == 1  # the model was called once, before the write; never after
+    later = after(any_store, "c5", cancelled[0], "step.completed")
+    assert [r.step for r in later] == ["tool/1/0/file"]  # the write's result is kept
+    assert after(any_store, "c5", cancelled[0], STEP_STARTED) == []
+    assert view_store(any_store, "c5").status == RunStatus.CANCELLED
+
+
+async def test_a_pause_landing_while_a_shown_read_runs_cancels_the_read_as_a_cancel_does(
+    any_store: Store,
+) -> None:
+    """The read has run past SHOW_AFTER (its start is in the journal) when the pause lands:
+    the attempt hears of it, cancels the read, records nothing of it and stops paused."""
+    agent = Agent(read_for=600.0)
+    config = agent.config(any_store)
+    attempt = asyncio.create_task(run(config, "p2", INPUT))
+    shown: list[Any] = []
+    for _ in range(600):  # up to a minute for the read's start to be shown
+        shown = [
+            r
+            for r in any_store.load("p2")
+            if r.type == STEP_STARTED and r.step.endswith("slow_lookup")
+        ]
+        if shown:
+            break
+        await asyncio.sleep(0.1)
+    assert shown, "the read's start was never shown"
+    pause = await asyncio.to_thread(
+        signal, any_store, "p2", "pause", {}, by="cy", reason="vendor outage"
+    )
+    out = await asyncio.wait_for(attempt, 60)  # the read would sleep ten minutes
+    assert out.status == Status.PAUSED and "paused by cy" in out.error
+    assert agent.read_cancelled
+    assert after(any_store, "p2", pause.seq, STEP_STARTED) == []
+    assert not any(
+        r.type == "step.completed" and r.step.endswith("slow_lookup") for r in any_store.load("p2")
+    )
+    assert view_store(any_store, "p2").status == RunStatus.PAUSED

@@ -16,6 +16,7 @@ from _child_agents import lines
 from procs import WorkerProcess, wait_for
 
 from durableagent import Message, RunStatus, Store, submit, view_store
+from durableagent.deadlines import lapsed
 from durableagent.record import signal_fields
 
 pytestmark = pytest.mark.slow
@@ -93,20 +94,21 @@ def test_a_lapsed_approval_is_denied_by_a_worker_and_the_model_reads_why(
 ) -> None:
     side = tmp_path / "side"
     submit(any_store, "t1", [Message("user", "vpn for ana")])
-    workers(store_spec, "lapsing", AGENTRUN_SIDE=str(side), AGENTRUN_TEST_WITHIN="1.5")
+    # Long enough for a loaded machine to see the wait and run `show` before it lapses.
+    workers(store_spec, "lapsing", AGENTRUN_SIDE=str(side), AGENTRUN_TEST_WITHIN="8")
     deadline_at = awaiting(any_store, "t1")
     asked = next(r for r in any_store.load("t1") if r.type == "step.completed")
-    assert deadline_at == pytest.approx(asked.at + 1.5, abs=0.01)  # from the asking model step
+    assert deadline_at == pytest.approx(asked.at + 8, abs=0.01)  # from the asking model step
     (shown,) = json.loads(agentrun(store_spec, "show", "t1", "--json").stdout)["pending"]
     assert shown["deadline_at"] == pytest.approx(deadline_at)
     assert shown["deadline_at_iso"].endswith("Z")
     done(any_store, "t1")
-    assert signals(any_store, "t1") == [("deny", "deadline", "no decision within 1.5s")]
+    assert signals(any_store, "t1") == [("deny", "deadline", "no decision within 8s")]
     deny = next(r for r in any_store.load("t1") if r.type == "signal")
     assert deny.at >= deadline_at  # never before its time
     assert lines(side, "tickets") == []  # denied, never approved: nothing filed
     answer = view_store(any_store, "t1").answer
-    assert answer is not None and "no decision within 1.5s" in answer.content
+    assert answer is not None and "no decision within 8s" in answer.content
     audited = agentrun(store_spec, "audit", "--run", "t1", "--json")
     (decision,) = [json.loads(line) for line in audited.stdout.splitlines()]
     assert (decision["decision"], decision["by"]) == ("denied", "deadline")
@@ -147,3 +149,46 @@ def test_a_human_deciding_against_the_deadline_is_one_decision_never_both(
         outcomes.append(decision[0])
     assert outcomes[0] == "approve"  # half a second early: the human's decision stands
     assert lines(side, "tickets").count("ticket 0") == 1
+
+
+async def test_an_approval_deadline_counts_from_the_ask_not_from_a_later_attempt(
+    any_store: Store,
+) -> None:
+    """The model asked an hour ago (its attempt died there); the attempt that now stops for
+    the approval gives the call the deadline that started at the ask: one hour left of two,
+    and none left of half an hour (a worker denies it at once)."""
+    import time
+
+    from durableagent import (
+        AgentConfig,
+        Config,
+        PolicyGate,
+        ScriptedModel,
+        Status,
+        Tool,
+        ToolCall,
+        run,
+    )
+    from durableagent.testing import JournalWriter
+
+    for run_id, within in (("d1", 7200.0), ("d2", 1800.0)):
+        j = JournalWriter(any_store, run_id, time.time() - 3600)
+        j.start("file it")
+        with j.attempt("host-a:1", killed=True):
+            j.asks(1, ToolCall("c1", "file", {"summary": "VPN"}))
+        asked = next(r for r in any_store.load(run_id) if r.type == "step.completed")
+
+        def never(messages: object) -> Message:
+            raise AssertionError("the recorded model step was called again")
+
+        tools = [Tool("file", fn=lambda args: "T-1")]
+        gate = PolicyGate(writes={"file"}, approve_within={"file": within})
+        config = Config(AgentConfig(ScriptedModel(never), tools), gate, any_store)
+        out = await run(config, run_id, None)
+        assert out.status == Status.AWAITING_APPROVAL
+        (p,) = out.pending
+        assert p.deadline_at == pytest.approx(asked.at + within, abs=0.01)
+        (shown,) = view_store(any_store, run_id).pending
+        assert shown.deadline_at == pytest.approx(asked.at + within, abs=0.01)
+    assert lapsed(view_store(any_store, "d2").pending, time.time())
+    assert not lapsed(view_store(any_store, "d1").pending, time.time())

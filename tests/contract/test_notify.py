@@ -154,6 +154,26 @@ def test_a_notice_nobody_acts_on_is_escalated_once(any_store: Store) -> None:
         assert str(m["title"]).startswith("agentrun: ESCALATED: a1 awaits approval")
 
 
+def test_a_run_that_stopped_needing_a_human_before_escalate_after_is_not_escalated(
+    any_store: Store,
+) -> None:
+    """a1 is cancelled after its notice, well before --escalate-after; b1, told at the same
+    look, is escalated when its time comes, and a1 never is."""
+    from durableagent import signal
+
+    with webhook() as first, webhook() as boss:
+        awaiting(any_store, "a1")
+        awaiting(any_store, "b1")
+        (target,) = check_targets([boss.url])
+        with notifying(any_store, first.url, escalate_after=12.0, escalate_to=[target]):
+            first.wait(lambda ms: len(ms) >= 2, timeout=30)
+            signal(any_store, "a1", "cancel", {}, by="ana", reason="not needed after all")
+            boss.wait(lambda ms: any("b1" in str(m["title"]) for m in ms), timeout=60)
+            time.sleep(3.0)  # a1's escalation, had it been due, was sent with b1's
+        titles = [str(m["title"]) for m in boss.messages()]
+    assert titles == ["agentrun: ESCALATED: b1 awaits approval: create_ticket"]
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

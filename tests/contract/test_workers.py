@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from durableagent import Agent, AgentConfig, Message, PolicyGate, ScriptedModel, Store
+from durableagent import Agent, AgentConfig, Message, PolicyGate, ScriptedModel, Store, open_store
 from durableagent.cli.main import main
+from durableagent.durations import parse_duration
 from durableagent.roster import GONE_KEPT, OwnerInUseError, WorkerInfo, this_process
 from durableagent.worker import Worker
 
@@ -59,6 +60,33 @@ def test_a_worker_is_live_within_three_heartbeats_then_gone(any_store: Store) ->
     any_store.beat(info("stale", ago=16))
     state = {w.owner: w.state() for w in any_store.workers()}
     assert state == {"fresh": "live", "stale": "gone"}
+
+
+def test_liveness_is_judged_from_each_workers_own_heartbeat(any_store: Store) -> None:
+    """A worker beating every minute is live 100 s after its beat and gone at 200 s; one
+    beating every half second is live 1 s after and gone at 2 s (the default period, 5 s,
+    would say the opposite of each)."""
+    now = time.time()
+    for owner, heartbeat, ago in [
+        ("slow-live", 60.0, 100.0),
+        ("slow-gone", 60.0, 200.0),
+        ("quick-live", 0.5, 1.0),
+        ("quick-gone", 0.5, 2.0),
+    ]:
+        any_store.beat(replace(info(owner), heartbeat=heartbeat, beat_at=now - ago))
+    workers = any_store.workers()
+    assert {w.owner: w.heartbeat for w in workers} == {
+        "slow-live": 60.0,
+        "slow-gone": 60.0,
+        "quick-live": 0.5,
+        "quick-gone": 0.5,
+    }
+    assert {w.owner: w.state(now) for w in workers} == {
+        "slow-live": "live",
+        "slow-gone": "gone",
+        "quick-live": "live",
+        "quick-gone": "gone",
+    }
 
 
 def test_forgetting_a_worker_removes_only_it(any_store: Store) -> None:
@@ -256,3 +284,77 @@ def test_two_workers_that_started_at_once_under_one_owner_are_told_in_the_log(
         "owner 'twin' is also used by a live worker at host-b:4242: their leases and "
         "attempts cannot be told apart; restart one with another --owner"
     ]
+
+
+def test_a_live_worker_is_up_since_it_started_not_until_its_last_beat(
+    store_spec: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A real worker beating every 30 s: seconds after its first beat, `workers` says it has
+    been up at least as long as its last beat is old (it said `UP 0s` beside `4s ago`)."""
+    from procs import WorkerProcess, wait_for
+
+    store = open_store(store_spec)
+    w = WorkerProcess(
+        store_spec, "broken", tmp_path / "w.log", "--owner", "up-1", "--heartbeat", "30"
+    )
+    try:
+        wait_for(lambda: [x.owner for x in store.workers()] == ["up-1"], 60, "registration")
+        (first,) = store.workers()
+        wait_for(lambda: time.time() - first.beat_at >= 3, 30, "3 s past the beat")
+        assert main(["workers", "--json", "--store", store_spec]) == 0
+        (row,) = json.loads(capsys.readouterr().out)["workers"]
+        assert row["state"] == "live" and row["beat_at"] == first.beat_at  # no beat since
+        assert row["up"] >= time.time() - first.beat_at - 1 >= 2
+        assert main(["workers", "--store", store_spec]) == 0
+        line = capsys.readouterr().out.splitlines()[1].split()
+        up, last = line[4], line[5]
+        assert up != "0s" and parse_duration(up) >= parse_duration(last), line
+    finally:
+        w.stop()
+        store.close()
+
+
+def test_a_worker_refused_its_owner_says_nothing_before_the_refusal(
+    store_spec: str, tmp_path: Path
+) -> None:
+    """`agentrun worker --owner X` with X live elsewhere: one line, the refusal, exit 1; no
+    "serving … (X)" and no metrics address first (it printed both, then the refusal)."""
+    import subprocess
+    import sys
+
+    from procs import WorkerProcess, child_env, wait_for
+
+    store = open_store(store_spec)
+    first = WorkerProcess(store_spec, "broken", tmp_path / "a.log", "--owner", "X")
+    try:
+        wait_for(lambda: [w.owner for w in store.workers()] == ["X"], 60, "X registered")
+        (live,) = store.workers()
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "durableagent.cli",
+                "worker",
+                "--agent",
+                "_child_agents:broken",
+                "--store",
+                store_spec,
+                "--owner",
+                "X",
+                "--metrics-port",
+                "0",
+            ],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert second.returncode == 1
+        assert second.stderr.splitlines() == [second.stderr.strip()] and second.stderr.startswith(
+            "agentrun worker: owner 'X' is in use by a live worker"
+        ), second.stderr
+        assert second.stdout == ""
+        assert [(w.owner, w.pid) for w in store.workers()] == [("X", live.pid)]
+    finally:
+        first.stop()
+        store.close()

@@ -348,3 +348,21 @@ async def test_actions_grey_out_when_the_run_offers_none(sample: Path) -> None:
         assert app.check_action("reconcile", ()) is True
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Reconcile" in titles
+
+
+async def test_the_filter_status_paused_finds_a_paused_run_awaiting_approval(
+    tmp_path: Path,
+) -> None:
+    """A pause on a run awaiting approval leaves it showing awaiting (then held: paused);
+    ``/status:paused`` and the bare word ``paused`` still find it."""
+    root = tmp_path / "runs"
+    store = awaiting_store(root)
+    signal(store, "pair-3", "pause", {}, by="ana", reason="look first")
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        assert app.summaries["pair-3"].status == RunStatus.AWAITING_APPROVAL
+        await pilot.press("/", *"status:paused")
+        await until(pilot, lambda: app.table.shown() == ["pair-3"])
+        await pilot.press("ctrl+a", "ctrl+k", *"paused")
+        await until(pilot, lambda: app.table.shown() == ["pair-3"])

@@ -44,8 +44,7 @@ def control_offered(action: str, run: Summary | None) -> bool | None:
     """Whether ``cancel``, ``pause``, ``resume`` or ``budget`` applies to ``run``: True, None
     (greyed out) or False (hidden: ``P`` shows Pause or Resume, whichever the run takes; ``B``
     shows only on a run with a budget)."""
-    halt = run.halt if run is not None else None
-    paused = halt is not None and halt.name == "pause"
+    paused = run is not None and run.paused  # the one rule: Summary.paused
     if action == "resume":
         return run is not None and run.status not in _DONE and paused
     if action == "budget":  # raises a limit the run has; agentrun budget --set gives one

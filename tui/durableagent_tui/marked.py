@@ -97,7 +97,7 @@ class MarkedActions(DialogActions):
     def action_pause(self) -> None:
         """``P`` on marked runs: resume them when every one is paused, else pause them."""
         runs = self.rows.marked_runs() if self.rows.marked else []
-        held = bool(runs) and all(r.halt is not None and r.halt.name == "pause" for r in runs)
+        held = bool(runs) and all(r.paused for r in runs)
         if not self.act_on_marked("resume" if held else "pause"):
             super().action_pause()
 

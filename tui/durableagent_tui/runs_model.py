@@ -30,8 +30,10 @@ def sort_key(s: Summary) -> SortKey:
 
 
 def haystack(s: Summary) -> str:
-    """What the filter looks in: the run id, the status and its short word, lower case."""
-    return f"{s.run_id.lower()}\n{s.status}\n{LOOKS[s.status].word}"
+    """What the filter looks in: the run id, the status and its short word, lower case (and
+    ``paused`` for a run whose pause is in force under another status: Summary.has_status)."""
+    held = "\npaused" if s.status != RunStatus.PAUSED and s.paused else ""
+    return f"{s.run_id.lower()}\n{s.status}\n{LOOKS[s.status].word}{held}"
 
 
 class RunRows:

@@ -93,7 +93,7 @@ def worker_lines(crew: Crew) -> list[Text]:
         line.append("● " if state == "live" else "○ ", style="green" if state == "live" else "dim")
         line.append(w.owner, style="bold")
         line.append(f"  {w.host}:{w.pid}  {w.agent or '-'}  {w.version or '-'}")
-        line.append(f"  up {format_duration(w.beat_at - w.started_at)}", style="dim")
+        line.append(f"  up {format_duration(w.up(now))}", style="dim")
         line.append(f"  beat {format_duration(now - w.beat_at)} ago", style="dim")
         line.append(f"  {len(w.runs)} run{'s' if len(w.runs) != 1 else ''}")
         if w.runs:

@@ -20,6 +20,7 @@ from ..bulk import (
     Done,
     Target,
     apply_action,
+    check_bulk_query,
     plan_action,
     replan,
     select_runs,
@@ -30,7 +31,8 @@ from .common import Refused, Usage, clean, describe, store_of
 WHERE_HELP = (
     "act on every run this query selects instead of one RUN, e.g. "
     "'status:failed age>1h run:billing-*' (terms ANDed, -term negates; fields: status, "
-    "needs, tool, run, owner, age). Prints what it will do and asks first"
+    "needs, tool, run, owner, age; run:* selects every run, an empty query none). Prints "
+    "what it will do and asks first"
 )
 SHOWN = 20  # runs named one by one in the plan; more are counted
 
@@ -39,10 +41,12 @@ class BadQuery(Exception):
     """A --where that does not parse: one line, exit 2."""
 
 
-def query_of(text: str) -> Query:
-    """``text`` parsed, or BadQuery with the parser's message (it names the fields)."""
+def query_of(text: str, *, bulk: bool = False) -> Query:
+    """``text`` parsed, or BadQuery with the parser's message (it names the fields). For a
+    bulk action (``bulk``) an empty or blank query is refused too: it would select every run."""
     try:
-        return parse_query(text)
+        query = parse_query(text)
+        return check_bulk_query(query) if bulk else query
     except QueryError as e:
         raise BadQuery(f"bad --where: {e}") from None
 
@@ -106,7 +110,7 @@ def run_bulk(
     """Select, show, ask, apply, report. ``stdin``/``out`` default to the process's."""
     stdin = sys.stdin if stdin is None else stdin
     out = sys.stdout if out is None else out
-    query = query_of(args.where)
+    query = query_of(args.where, bulk=True)
     reason = getattr(args, "reason", None)
     if action.needs_reason and not (reason or "").strip():
         raise Usage(f"{action.name} needs --reason: the journal keeps why, for whoever looks next")

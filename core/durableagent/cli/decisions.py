@@ -6,10 +6,12 @@ import argparse
 import sys
 from typing import Any
 
+from ..calls import is_marker
 from ..fold import RunStatus
 from ..journal import Reconcile
 from ..record import Record
 from ..signals import signal
+from ..steps import parse_step
 from ..view import view_store
 from .bulk import add_bulk, single_or_bulk
 from .common import Parents, Refused, Usage, clean, require_run, store_of
@@ -18,6 +20,12 @@ from .common import Parents, Refused, Usage, clean, require_run, store_of
 def _signal(args: argparse.Namespace, name: str, payload: Any) -> Record:
     store = store_of(args)
     require_run(store, args.run)
+    marker = payload.get("marker") if name in ("approve", "deny") else None
+    if marker is not None and not is_marker(marker):
+        raise Usage(
+            f"{marker!r} is not a marker: copy one from 'agentrun show {args.run}' "
+            "(like tool/1/0/create_ticket#3f2a9c1b0d4e)"
+        )
     return signal(store, args.run, name, payload, by=args.by or None, reason=args.reason)
 
 
@@ -52,6 +60,15 @@ def cmd_deny(args: argparse.Namespace) -> int:
 def cmd_reconcile(args: argparse.Namespace) -> int:
     """Settle an indeterminate write: it happened (--done RESULT) or run it again (--retry)."""
     payload: Reconcile
+    store = store_of(args)
+    require_run(store, args.run)
+    if parse_step(args.step) is None:
+        raise Usage(
+            f"{args.step!r} is not a step: give the write step 'agentrun show {args.run}' "
+            "names (like tool/2/0/create_ticket)"
+        )
+    if args.done is not None and not args.done.strip():
+        raise Usage("--done needs the result you found (e.g. the ticket id), not blank text")
     if args.done is not None:
         payload = Reconcile(args.step, "done", args.done)
     else:

@@ -68,7 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run agentrun; returns the exit code."""
     parser = build_parser()
     completion.complete_if_asked(parser)
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # told with the command's own usage line, not the top level's
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command != "demo" and args.store is None:
         args.store = default_store()
     fn: Callable[[argparse.Namespace], int] = args.fn

@@ -25,9 +25,11 @@ def notifier_of(
     escalate_to: list[str] | None = None,
     link: str | None = None,
     claim_ttl: float | None = None,
+    flag: str = "--to",
 ) -> Any:
-    """A Notifier from the command's arguments; Usage (naming it) for a URL Apprise cannot
-    use, an unknown kind or a bad duration: nothing starts then."""
+    """A Notifier from the command's arguments; Usage (naming it, and the ``flag`` that
+    gave it) for a URL Apprise cannot use, an unknown kind or a bad duration: nothing
+    starts then."""
     from ..notify import BadTargetError, check_targets, parse_kinds
     from ..notify.notifier import CLAIM_TTL, Notifier
 
@@ -43,11 +45,13 @@ def notifier_of(
             raise Usage(f"--escalate-after {escalate_after!r} is not {HOW}") from None
     if (after is None) != (not escalate_to):
         raise Usage("--escalate-after and --escalate-to go together")
-    try:
-        targets = check_targets(to)
-        escalation = check_targets(escalate_to or [])
-    except BadTargetError as e:
-        raise Usage(str(e)) from None
+    made = []
+    for given, urls in ((flag, to), ("--escalate-to", escalate_to or [])):
+        try:
+            made.append(check_targets(urls))
+        except BadTargetError as e:
+            raise Usage(f"{given} {e}" if e.url else str(e)) from None
+    targets, escalation = made
     return Notifier(
         store,
         targets,

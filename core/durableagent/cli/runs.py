@@ -122,7 +122,7 @@ def _no_gc() -> Iterator[None]:
 def _selected(args: argparse.Namespace, summaries: list[Summary]) -> list[Summary]:
     runs = attention_order(summaries)
     if args.status:
-        runs = [s for s in runs if s.status in args.status]
+        runs = [s for s in runs if any(s.has_status(status) for status in args.status)]
     query = getattr(args, "query", None)
     if query is not None:
         runs = query.select(runs, owners=getattr(args, "owners", {}))
@@ -204,7 +204,7 @@ def _watch(args: argparse.Namespace, store: Store) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     """Record a new run's input for a worker to execute."""
     if not args.text.strip():
-        raise Refused("the run's text is empty: say what the agent should do")
+        raise Usage("the run's text is empty: say what the agent should do")
     try:
         args.text.encode()
     except UnicodeEncodeError as e:
@@ -244,7 +244,8 @@ def register(sub: Any, parents: Parents) -> None:
         help=(
             "only runs with this status (repeatable): "
             + ", ".join(str(x) for x in RunStatus)
-            + "; or the TUI's short words (awaiting)"
+            + "; or the TUI's short words (awaiting). paused: every run whose pause is in "
+            "force, whatever status it shows first"
         ),
     )
     s.add_argument(

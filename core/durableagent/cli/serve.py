@@ -69,7 +69,7 @@ def _enterable(obj: object) -> bool:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Serve the store until SIGINT/SIGTERM."""
-    from ..telemetry import TelemetryUnavailable, new_metrics
+    from ..telemetry import TelemetryUnavailable, new_metrics, otlp_endpoint
     from ..telemetry.logs import configure as configure_logs
     from ..worker import Worker
 
@@ -113,14 +113,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.notify:  # checked before anything serves: a bad URL is refused at start
         from .notify import notifier_of
 
-        notifier = notifier_of(store, args.notify)
+        notifier = notifier_of(store, args.notify, flag="--notify")
+    # Refused (its owner name is a live worker's) before it says or serves anything.
+    worker.register()
     if metrics is not None:
         try:
             port = metrics.serve(args.metrics_port, args.metrics_host)
         except OSError as e:
+            worker.heartbeat.forget()  # it never served: its registration goes with it
             where = f"{args.metrics_host}:{args.metrics_port}"
             raise Refused(f"cannot serve metrics on {where} ({e.strerror or e})") from None
         _say(args, f"agentrun worker: metrics at http://{args.metrics_host}:{port}/metrics")
+    if worker.telemetry.traces is not None:
+        _say(args, f"agentrun worker: traces to {otlp_endpoint()} (OTLP/HTTP)")
 
     async def serve() -> None:
         stop = asyncio.Event()

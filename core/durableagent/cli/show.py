@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import hints
+from ..budget import overdue, stopped_at
 from ..control import budget_text
 from ..deadlines import lapse_text
 from ..describe import record_line
 from ..fold import Fold, RunStatus
-from ..fork import forks_of
+from ..fork import fork_points, forks_of
 from ..lineage import ForkedFrom
 from ..plan import Plan, PlanEnding, plan
 from ..record import Record
@@ -25,6 +27,8 @@ from .common import (
     Refused,
     args_text,
     clean,
+    default_store,
+    describe,
     dump,
     iso,
     one_line,
@@ -152,8 +156,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     print()
     print("\n".join(attempt_lines(tried)))
     print()
-    _next_steps(store, view)
+    _next_steps(store, view, hint_store(args, store))
     return 0
+
+
+def hint_store(args: argparse.Namespace, store: Store) -> str | None:
+    """The ``--store`` a hint names: none for the default store (a hint pasted in the same
+    shell finds it), else the store as messages name it (a URL without its password: the
+    server's usual ways of giving one, PGPASSWORD or ~/.pgpass, still apply)."""
+    return None if args.store == default_store() else describe(store)
 
 
 def _header(view: RunView, forks: list[str]) -> str:
@@ -215,14 +226,15 @@ def _follow(args: argparse.Namespace, store: Store, view: RunView) -> int:
         out("")
         out(f"status   {status_word(status)}")
         if final.status == status:  # else it moved on meanwhile (a worker retrying it)
-            _next_steps(store, final)
+            _next_steps(store, final, hint_store(args, store))
     if status in (RunStatus.COMPLETED, RunStatus.MOVED):
         return 0
     return EXIT_STOPPED if status in (RunStatus.CANCELLED, RunStatus.PAUSED) else EXIT_NEEDS_HUMAN
 
 
-def _next_steps(store: Store, view: RunView) -> None:
-    """What the run waits on and the commands that move it on."""
+def _next_steps(store: Store, view: RunView, where: str | None) -> None:
+    """What the run waits on and the commands that move it on (naming the store ``where``,
+    when not the default)."""
     run = view.run_id
     if view.status == RunStatus.AWAITING_APPROVAL:
         print(f"waiting for approval ({len(view.pending)}):")
@@ -235,8 +247,8 @@ def _next_steps(store: Store, view: RunView) -> None:
             if p.deadline_at is not None:
                 print(f"  lapses     {lapse_text(p.deadline_at)}: then it is denied")
             print()
-        print(f"approve:  agentrun approve {run} MARKER   (or --all)")
-        print(f"deny:     agentrun deny {run} MARKER --reason WHY")
+        print(f"approve:  {hints.approve(run, store=where)}   (or --all)")
+        print(f"deny:     {hints.deny(run, store=where)}")
     elif view.status == RunStatus.INDETERMINATE and view.indeterminate is not None:
         s = view.indeterminate
         print(f"indeterminate: write step {clean(s.name)} started and never recorded a result")
@@ -250,17 +262,20 @@ def _next_steps(store: Store, view: RunView) -> None:
         if view.late_write:
             print(f"  warning    {clean(view.late_write)}")
         print("it may or may not have happened: check the external system, then")
-        print(f"  agentrun reconcile {run} {clean(s.name)} --done RESULT   (it happened)")
-        print(f"  agentrun reconcile {run} {clean(s.name)} --retry         (it did not)")
+        print(f"  {clean(hints.reconcile_done(run, s.name, where))}   (it happened)")
+        print(f"  {clean(hints.reconcile_retry(run, s.name, where))}         (it did not)")
     elif view.status == RunStatus.FAILED:
         print(f"failed: {clean(view.error)}")
-        print(f"fix the cause, then: agentrun retry {run}")
+        print(f"fix the cause, then: {hints.retry(run, where)}")
     elif view.status == RunStatus.CANCELLED:
         print(f"{halt_line(view)}: nothing resumes it")
-        print(f"start afresh from a step: agentrun fork {run} NEW --at STEP")
+        steps = fork_points(view.records)
+        print(f"start afresh from a step: {hints.fork(run, store=where)}")
+        if steps:
+            print(f"  STEP is one of: {clean(', '.join(steps))}")
     elif view.status == RunStatus.PAUSED:
         print(f"{halt_line(view)}: no worker starts it")
-        print(f"resume: agentrun resume {run}")
+        print(f"resume: {hints.resume(run, where)}")
     elif view.status == RunStatus.INCOMPATIBLE:
         print(clean(view.waiting_on))
         print(
@@ -269,13 +284,19 @@ def _next_steps(store: Store, view: RunView) -> None:
         )
     elif view.status == RunStatus.OVER_BUDGET:
         print(clean(view.waiting_on))
-        print(f"let it go on: agentrun budget {run} --add tokens=N --reason WHY  (or --set)")
+        budget = view.controls.budget
+        limit = stopped_at(budget, view.waiting_on)
+        if limit is not None:
+            late = overdue(budget, view.controls.started_at, time.time())
+            go_on = hints.raise_budget(run, limit, where, overdue=late)
+            print(f"let it go on: {go_on}  (or --set)")
     elif view.status == RunStatus.COMPLETED and view.answer is not None:
         print(f"answer: {clean(view.answer.content)}")
     elif view.status == RunStatus.MOVED:
-        print(f"{clean(view.waiting_on)}: it lives there now (agentrun show {run} --store ...)")
+        there = f" ({clean(hints.show(run, view.moved_to))})" if view.moved_to else ""
+        print(f"{clean(view.waiting_on)}: it lives there now{there}")
     elif view.status == RunStatus.READY:
-        print("ready: a worker will resume it (agentrun worker --agent MODULE:ATTR)")
+        print(f"ready: a worker will resume it ({hints.worker(where)})")
     elif view.status == RunStatus.RUNNING:
         holder = store.lease_holder(run) or {}
         who = f"pid {holder['pid']} on {holder['host']}" if "pid" in holder else ""
@@ -302,6 +323,7 @@ def plan_dict(view: RunView, p: Plan) -> dict[str, Any]:
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print what the run's next attempt will do with each step, and where it will stop."""
     store = store_of(args)
+    where = hint_store(args, store)
     require_run(store, args.run)
     view = view_store(store, args.run)
     if view.status == RunStatus.CORRUPT:
@@ -328,9 +350,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print()
         print("running: a worker holds its lease; this is what an attempt starting now would do")
     elif p.stops_at is not None and view.status == RunStatus.INDETERMINATE:
-        step = clean(p.stops_at)
         print()
-        print(f"reconcile it: agentrun reconcile {view.run_id} {step} --done RESULT | --retry")
+        print(f"reconcile it: {clean(hints.reconcile_done(view.run_id, p.stops_at, where))}")
+        print(f"          or: {clean(hints.reconcile_retry(view.run_id, p.stops_at, where))}")
     elif p.ending == PlanEnding.INCOMPATIBLE:
         print()
         print(
@@ -339,5 +361,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         )
     elif p.stops_at is not None and view.status == RunStatus.AWAITING_APPROVAL:
         print()
-        print(f"decide: agentrun approve {view.run_id} MARKER | agentrun deny {view.run_id} MARKER")
+        print(f"decide: {hints.approve(view.run_id, store=where)}")
+        print(f"    or: {hints.deny(view.run_id, store=where)}")
     return 0

@@ -75,7 +75,8 @@ def register(sub: Any, parents: Parents) -> None:
         parents=[parents.by],
         help="copy the finished runs (or, with --move, every run) from one store to another",
         description=(
-            "Copy every finished run of SRC (journal and attempts) into DST; each is a "
+            "Copy every finished run (completed, cancelled) of SRC (journal and attempts) "
+            "into DST; each is a "
             "directory or a postgresql:// URL. Every crc is checked; copying again changes "
             "nothing. A run that can still move is refused (copied, it would be live in both "
             "stores and run twice) unless --move: then a move signal stops it in SRC (no "

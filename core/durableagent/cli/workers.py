@@ -16,7 +16,7 @@ from .common import Parents, clean, describe, dump, one_line, store_of, versione
 def worker_row(w: WorkerInfo, now: float) -> dict[str, Any]:
     """A worker as ``workers --json`` prints it."""
     return with_iso(
-        {**w.to_dict(), "state": w.state(now), "up": max(0.0, w.beat_at - w.started_at)},
+        {**w.to_dict(), "state": w.state(now), "up": w.up(now)},
         "started_at",
         "beat_at",
     )
@@ -47,7 +47,7 @@ def cmd_workers(args: argparse.Namespace) -> int:
                 one_line(f"{w.host}:{w.pid}", 32),
                 one_line(w.agent or "-", 28),
                 one_line((w.code or "-") + (" pinned" if w.pinned else ""), 20),
-                format_duration(w.beat_at - w.started_at),
+                format_duration(w.up(now)),
                 f"{format_duration(now - w.beat_at)} ago",
                 one_line(f"{len(w.runs)} {held}" if w.runs else "0", 40),
                 w.state(now),

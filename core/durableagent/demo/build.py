@@ -19,7 +19,7 @@ from ..run import Config, run, submit
 from ..signals import signal as send_signal
 from ..stores import FileStore
 from ..view import view_store
-from ..worker import note_failure
+from ..worker import DEFAULT_MAX_ATTEMPTS, note_failure
 from .agent import demo_agent
 from .script import (
     BUILDER,
@@ -140,11 +140,14 @@ async def _build_runs(store: FileStore, config: Config, children: list[_CrashChi
     assert waits.status == Status.AWAITING_APPROVAL and waits.pending[0].deadline_at, waits
 
     submit(store, "vpn-access", start("vpn-access"))
-    for _ in range(3):  # a worker's whole budget, so the demo's worker leaves it failed
+    # A worker's whole budget, so the demo's worker leaves it failed; the count says the
+    # workers gave up (exhausted), as a worker's own last failure says it, so the demo's
+    # notifier tells of it.
+    for _ in range(DEFAULT_MAX_ATTEMPTS):
         try:
             await run(config, "vpn-access", None, owner=BUILDER)
         except ConnectionError as e:
-            note_failure(store, "vpn-access", e)
+            note_failure(store, "vpn-access", e, max_attempts=DEFAULT_MAX_ATTEMPTS)
 
     submit(store, "password-reset", start("password-reset"))
     submit(store, "access-audit", start("access-audit"))

@@ -6,11 +6,13 @@ error), how long it has waited, and the exact command that acts, plus a link whe
 
 from __future__ import annotations
 
+import hashlib
 import json
-import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from .. import hints
+from ..budget import overdue, stopped_at
 from ..durations import format_duration
 from ..fold import RunStatus, Summary
 
@@ -51,10 +53,20 @@ class Notice:
     since: float | None
     commands: tuple[str, ...]
     escalated: bool = False
+    subject: str = ""  # the pending call's marker: one notice per call that waits
+
+    @property
+    def claimed_as(self) -> str:
+        """The kind the store records the notice under: the kind, and for a notice about
+        one of a run's calls a digest of its marker (two calls waiting after one model
+        turn share the run, seq and kind, and each has its own notice)."""
+        if not self.subject:
+            return self.kind
+        return f"{self.kind}-{hashlib.sha256(self.subject.encode()).hexdigest()[:12]}"
 
     @property
     def key(self) -> tuple[str, int, str]:
-        return (self.run_id, self.seq, self.kind)
+        return (self.run_id, self.seq, self.claimed_as)
 
     def body(self, now: float, link: str | None = None) -> str:
         """The notice's text, as a human reads it in Slack, a mail or a phone's banner."""
@@ -79,11 +91,8 @@ class Notice:
             self.since,
             self.commands,
             escalated=True,
+            subject=self.subject,
         )
-
-
-def _q(text: str) -> str:
-    return shlex.quote(text)
 
 
 def _args(arguments: object) -> str:
@@ -101,7 +110,6 @@ def notices_for(
     """The notices due now for the run's current transition (its last seq). ``exhausted``:
     the workers' failure count says the last allowed try failed. (A stalled store is one
     notice for all its ready runs: ``stalled``.)"""
-    where = f" --store {_q(store)}"
     rid = s.run_id
     since = s.last_activity
     out: list[Notice] = []
@@ -109,8 +117,8 @@ def notices_for(
         for p in s.pending:
             what = f"{p.tool} {_args(p.arguments)} ({p.step})"
             commands = (
-                f"agentrun approve {rid} {_q(p.marker)}{where}",
-                f"agentrun deny {rid} {_q(p.marker)} --reason '…'{where}",
+                hints.approve(rid, p.marker, store),
+                hints.deny(rid, p.marker, store),
             )
             out.append(
                 Notice(
@@ -121,6 +129,7 @@ def notices_for(
                     f"run {rid} waits for approval of {what}",
                     since,
                     commands,
+                    subject=p.marker,
                 )
             )
             if p.deadline_at is not None and p.approve_within:
@@ -137,6 +146,7 @@ def notices_for(
                             f"in {format_duration(p.deadline_at - now)}",
                             since,
                             commands,
+                            subject=p.marker,
                         )
                     )
     elif s.status == RunStatus.INDETERMINATE:
@@ -151,8 +161,8 @@ def notices_for(
                 f"result ({s.waiting_on or 'check whether it happened'})",
                 since,
                 (
-                    f"agentrun reconcile {rid} {_q(step)} --done RESULT{where}",
-                    f"agentrun reconcile {rid} {_q(step)} --retry{where}",
+                    hints.reconcile_done(rid, step, store),
+                    hints.reconcile_retry(rid, step, store),
                 ),
             )
         )
@@ -165,22 +175,23 @@ def notices_for(
                 f"{rid} failed; the workers gave up",
                 f"run {rid} failed and the workers gave up: {s.error or s.waiting_on}",
                 since,
-                (f"agentrun retry {rid}{where}", f"agentrun show {rid}{where}"),
+                (hints.retry(rid, store), hints.show(rid, store)),
             )
         )
     elif s.status == RunStatus.OVER_BUDGET:
+        limit = stopped_at(s.budget, s.waiting_on or s.error)
+        late = overdue(s.budget, s.started_at, now)
+        raising = () if limit is None else (hints.raise_budget(rid, limit, store, overdue=late),)
         out.append(
             Notice(
                 rid,
                 s.last_seq,
                 OVER_BUDGET,
                 f"{rid} stopped at its budget",
-                f"run {rid} is over budget: {s.waiting_on or s.error}",
+                f"run {rid} is over budget: "
+                f"{(s.waiting_on or s.error).removeprefix('over budget: ')}",
                 since,
-                (
-                    f"agentrun budget {rid} --add tokens=100000 --reason '…'{where}",
-                    f"agentrun show {rid}{where}",
-                ),
+                (*raising, hints.show(rid, store)),
             )
         )
     elif s.status == RunStatus.CORRUPT:
@@ -192,7 +203,7 @@ def notices_for(
                 f"{rid}: its journal is corrupt",
                 f"run {rid} is corrupt: {s.waiting_on or s.error}",
                 since,
-                (f"agentrun show {rid}{where}",),
+                (hints.show(rid, store),),
             )
         )
     return out
@@ -213,7 +224,6 @@ def stalled(
     waited_from = max(first.last_activity or 0.0, no_worker_since)
     if now - waited_from < STALLED_AFTER:
         return None
-    where = f" --store {_q(store)}"
     others = f" and {len(runs) - 1} more" if len(runs) > 1 else ""
     return Notice(
         first.run_id,
@@ -223,7 +233,7 @@ def stalled(
         f"run {first.run_id}{others} ready; no live worker has served the store for "
         f"{format_duration(now - no_worker_since)}",
         waited_from,
-        (f"agentrun worker --agent MODULE:ATTR{where}", f"agentrun workers{where}"),
+        (hints.worker(store), hints.workers(store)),
     )
 
 
@@ -231,7 +241,6 @@ def deadline_denials(
     run_id: str, denials: Iterable[tuple[int, str, float]], store: str
 ) -> list[Notice]:
     """Notices for approvals denied by their deadline: ``(seq, marker, at)`` each."""
-    where = f" --store {_q(store)}"
     return [
         Notice(
             run_id,
@@ -240,7 +249,7 @@ def deadline_denials(
             f"{run_id}: an approval lapsed and was denied",
             f"run {run_id}: nobody decided on {marker} in time; it was denied by the deadline",
             at,
-            (f"agentrun show {run_id}{where}",),
+            (hints.show(run_id, store),),
         )
         for seq, marker, at in denials
     ]

@@ -87,7 +87,7 @@ class _Lane:
                 if not await self.notifier.claim(n, t):
                     return
         try:
-            await asyncio.to_thread(store.mark_notice, n.run_id, n.seq, n.kind, t.key)
+            await asyncio.to_thread(store.mark_notice, n.run_id, n.seq, n.claimed_as, t.key)
         except DurableAgentError as e:  # sent: at worst it is sent once more later
             log.warning(
                 "notice %s of run %s sent to %s, not marked (%s)", n.kind, n.run_id, t.name, e
@@ -141,7 +141,7 @@ class Notifier:
                 self.store.claim_notice,
                 n.run_id,
                 n.seq,
-                n.kind,
+                n.claimed_as,
                 t.key,
                 by=self.name,
                 stale_after=self.claim_ttl,
@@ -279,7 +279,7 @@ class Notifier:
         if n.kind.removeprefix("escalated_") not in self.kinds:
             return
         for t in self.targets if targets is None else targets:
-            key = (n.run_id, n.seq, n.kind, t.key)
+            key = (n.run_id, n.seq, n.claimed_as, t.key)
             if key in self._done or self._later.get(key, 0.0) > now:
                 continue
             if not await self.claim(n, t):
@@ -306,4 +306,4 @@ class Notifier:
             found = await asyncio.to_thread(self.store.notices, n.run_id)
         except DurableAgentError:
             return []
-        return [r for r in found if (r.seq, r.kind, r.target) == (n.seq, n.kind, t.key)]
+        return [r for r in found if (r.seq, r.kind, r.target) == (n.seq, n.claimed_as, t.key)]

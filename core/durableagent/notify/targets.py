@@ -5,6 +5,7 @@ core loads without the ``notify`` extra."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -33,14 +34,25 @@ def _apprise() -> Any:
     return apprise
 
 
-def shown(url: str) -> str:
-    """A target URL for messages and logs: the scheme and host, never a token or password
-    (those sit in the user part or the path of most Apprise URLs)."""
-    scheme, sep, rest = url.partition("://")
+def shown(url: str, private: str | None = None) -> str:
+    """A target URL for messages and logs: its scheme, host and port, never a password or
+    a token. ``private`` is Apprise's own form of the URL with its secrets masked (it knows
+    which part of each service's URL is one: a Slack URL's "host" is a token): from it, the
+    user and host part only, each masked part as ``…``; its path and query are left out
+    (a webhook's path may be a secret too). Without it, the host and port alone."""
+    scheme, sep, rest = (private or url).partition("://")
     if not sep:
-        return url[:40]
-    host = rest.split("/", 1)[0].rpartition("@")[2].split("?", 1)[0]
-    return f"{scheme}://{host}/…" if host else f"{scheme}://…"
+        return "…"
+    netloc = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if private is None:
+        netloc = netloc.rpartition("@")[2]
+    netloc = _MASKED.sub("…", netloc)
+    return f"{scheme}://{netloc}/…" if netloc else f"{scheme}://…"
+
+
+# How Apprise masks a secret in its private URL: ``****``, or ``T...2`` (its first and last
+# characters: one of them is too many for us).
+_MASKED = re.compile(r"\*{2,}|[^/:@.]*\.\.\.[^/:@.]*")
 
 
 class Target:
@@ -51,20 +63,26 @@ class Target:
         apprise = _apprise()
         self.url = url
         self.key = hashlib.sha256(url.encode()).hexdigest()[:16]
-        self.name = shown(url)
         self._apprise = apprise.Apprise()
+        self._apprise_module = apprise
         if not self._apprise.add(url):
             raise BadTargetError(
                 url,
-                f"--to {url!r} is not a notify URL Apprise knows (see "
+                f"{url!r} is not a notify URL Apprise knows (see "
                 "https://github.com/caronc/apprise/wiki for the forms: slack://, mailto://, "
                 "ntfy://, json://, ...)",
             )
+        self.name = shown(url, self._apprise[0].url(privacy=True))
 
     def send(self, title: str, body: str) -> None:
         """Deliver one notice; DeliveryError when the target did not take it."""
         try:
-            ok = self._apprise.notify(title=title, body=body)
+            # The body is plain text: said so, a mail is sent as text/plain with its lines
+            # (unsaid, Apprise takes it for HTML: the mail's plain part, made from that
+            # "HTML", loses every line break, and its HTML part has no <br>).
+            ok = self._apprise.notify(
+                title=title, body=body, body_format=self._apprise_module.NotifyFormat.TEXT
+            )
         except Exception as e:  # a plugin's own failure: the target is down, not us
             raise DeliveryError(f"{self.name}: {e}") from None
         if not ok:

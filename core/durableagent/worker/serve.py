@@ -183,6 +183,7 @@ class Worker:
         self._checked: dict[str, int] = {}  # awaiting runs checked against this code, at seq
         known = self._agent.code.version if self._agent is not None else ""
         # Its registration in the store (SPEC §11): beats every `heartbeat` seconds.
+        self._registered = False
         self.heartbeat = Heartbeat(
             store,
             owner or default_owner(),
@@ -197,11 +198,19 @@ class Worker:
 
     # -- public --------------------------------------------------------------------------
 
+    def register(self) -> None:
+        """Register in the store now (``serve`` does it first otherwise): OwnerInUseError when
+        a live worker has this one's owner, before anything is said or served. ``agentrun
+        worker`` calls it before it says it is serving."""
+        self.heartbeat.register()
+        self._registered = True
+
     async def serve(self, stop: asyncio.Event) -> None:
         """Run until ``stop`` is set, then stop gracefully: no new run or step starts, steps in
         flight get ``grace`` seconds to record their results, the rest are cancelled.
         OwnerInUseError, before anything runs, when a live worker has this one's owner."""
-        await asyncio.to_thread(self.heartbeat.register)
+        if not self._registered:
+            await asyncio.to_thread(self.register)
         beating = asyncio.create_task(self.heartbeat.run(stop))
         try:
             await self._serve_agent(stop)

@@ -95,7 +95,7 @@ def last_seq(run_id: str, fd: int, size: int) -> tuple[int, int, bool]:
             chunk *= 4
             continue
         begin = cut + 1  # 0 when the chunk holds the whole file
-        lines, good = split_journal(buf[begin:])
+        lines, good = split_journal(buf[begin:], start + begin)
         keep = start + begin + good
         if not lines:
             return keep, 0, False
