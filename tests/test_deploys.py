@@ -7,6 +7,7 @@ These tests run v1 and v2 of one agent (tests/_deploy_agents.py) in this process
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from durableagent import (
     verdict,
     view_store,
 )
+from durableagent.cli import main
 
 
 def config(agent: Agent, store: FileStore) -> Config:
@@ -311,3 +313,25 @@ async def test_a_worker_checks_an_awaiting_run_once_not_in_a_loop(tmp_path: Path
     await asyncio.wait_for(serving, 10)
     assert view_store(store, "a1").status == RunStatus.AWAITING_APPROVAL
     assert len(store.attempts("a1")) <= 2, store.attempts("a1")
+
+
+async def test_show_and_plan_name_the_ways_out_as_pasteable_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "runs"
+    store = FileStore(root)
+    await run(config(v1(tmp_path), store), "a1", ask("approval: printer"))
+    await run(config(v2(tmp_path), store), "a1", None)
+    assert main(["show", "a1", "--store", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "create_ticket: new required argument 'priority'" in out
+    assert f"accept the change: agentrun accept-change a1 --reason WHY --store {root}" in out
+    assert f"agentrun fork a1 --at llm/1 --as NEW --reason WHY --store {root}" in out
+    assert f"agentrun cancel a1 --reason WHY --store {root}" in out
+    assert main(["show", "a1", "--json", "--store", str(root)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    versions = [a["version"] for a in shown["attempts"]]
+    assert versions == ["v1", "v2"]
+    assert shown["outcome"]["blocked"][0]["reason"] == "new required argument 'priority'"
+    assert main(["accept-change", "a1", "--reason", "go", "--by", "ann", "--store", str(root)]) == 0
+    assert "answered, never run" in capsys.readouterr().out

@@ -26,7 +26,7 @@ from typing import Any
 from .calls import requested_calls
 from .gate import PolicyGate
 from .record import RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
-from .steps import model_turn
+from .steps import model_step, model_turn, parse_step
 from .turns import AgentLoop
 
 ACCEPT_CHANGE = "accept-change"
@@ -385,6 +385,14 @@ def _step_order(step: str) -> tuple[int, int, str]:
     turn = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
     index = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else -1
     return turn, index, step
+
+
+def fork_step(blocked: Sequence[Mapping[str, Any]]) -> str:
+    """Where to fork an incompatible run from: the model step that asked for its first
+    blocked call (the fork keeps every step before it; the new code asks the model again)."""
+    step = str(blocked[0].get("step") or "") if blocked else ""
+    parsed = parse_step(step)
+    return model_step(parsed.turn) if parsed is not None else "STEP"
 
 
 def accepted_markers(payload: Mapping[str, Any]) -> list[str]:

@@ -14,6 +14,7 @@ from .. import hints
 from ..budget import overdue, stopped_at
 from ..control import budget_text
 from ..deadlines import lapse_text
+from ..deploys import fork_step
 from ..describe import record_line
 from ..fold import Fold, RunStatus
 from ..fork import fork_points, forks_of
@@ -278,10 +279,10 @@ def _next_steps(store: Store, view: RunView, where: str | None) -> None:
         print(f"resume: {hints.resume(run, where)}")
     elif view.status == RunStatus.INCOMPATIBLE:
         print(clean(view.waiting_on))
-        print(
-            f"ways out: agentrun accept-change {run} --reason WHY  |  agentrun fork {run} "
-            f"--at STEP --as NEW  |  agentrun cancel {run} --reason WHY"
-        )
+        at = fork_step(view.outcome.blocked if view.outcome is not None else ())
+        print(f"accept the change: {hints.accept_change(run, store=where)}")
+        print(f"  or fork it:      {hints.fork(run, at=at, store=where)}")
+        print(f"  or cancel it:    {hints.cancel(run, store=where)}")
     elif view.status == RunStatus.OVER_BUDGET:
         print(clean(view.waiting_on))
         budget = view.controls.budget
@@ -355,10 +356,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(f"          or: {clean(hints.reconcile_retry(view.run_id, p.stops_at, where))}")
     elif p.ending == PlanEnding.INCOMPATIBLE:
         print()
-        print(
-            f"ways out: agentrun accept-change {view.run_id} --reason WHY  |  agentrun fork "
-            f"{view.run_id} --at STEP --as NEW  |  agentrun cancel {view.run_id} --reason WHY"
-        )
+        at = fork_step(view.outcome.blocked if view.outcome is not None else ())
+        print(f"accept the change: {hints.accept_change(view.run_id, store=where)}")
+        print(f"  or fork it:      {hints.fork(view.run_id, at=at, store=where)}")
+        print(f"  or cancel it:    {hints.cancel(view.run_id, store=where)}")
     elif p.stops_at is not None and view.status == RunStatus.AWAITING_APPROVAL:
         print()
         print(f"decide: {hints.approve(view.run_id, store=where)}")

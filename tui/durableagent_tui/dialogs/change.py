@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Input, Label, Static
 
 from durableagent import RunView
-from durableagent.steps import model_step, parse_step
+from durableagent.deploys import fork_step as core_fork_step
 
 from .base import action_button, keys_text, login_name
 from .typed import TypedDialog
@@ -32,10 +32,7 @@ Decide = Callable[[str, str, str, str, str, int], str]
 def fork_step(view: RunView) -> str:
     """The step to fork from: the model step that asked for the first blocked call (the copy
     keeps everything before it, and the new code asks the model again)."""
-    blocked = view.outcome.blocked if view.outcome is not None else ()
-    step = str(blocked[0].get("step") or "") if blocked else ""
-    parsed = parse_step(step)
-    return model_step(parsed.turn) if parsed is not None else ""
+    return core_fork_step(view.outcome.blocked if view.outcome is not None else ())
 
 
 def _schema(value: Any) -> Text:
