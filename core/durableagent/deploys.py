@@ -23,10 +23,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .calls import requested_calls
+from .calls import Call, marker_for, replies
 from .gate import PolicyGate
 from .record import RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
-from .steps import model_step, model_turn, parse_step
+from .steps import model_step, model_turn, parse_step, tool_step
 from .turns import AgentLoop
 
 ACCEPT_CHANGE = "accept-change"
@@ -229,9 +229,9 @@ def verdict(
                 reconciled[r.step] = str(payload.get("outcome"))
     asked = set(pending)
     blockers = []
-    for step, call in requested_calls(records).items():
+    for step, call in _unfinished_calls(records, completed):
         marker = call.marker or ""
-        if step in completed or marker in settled or gate.is_denied(call.tool):
+        if marker in settled or gate.is_denied(call.tool):
             continue
         start = started.get(step)
         open_write = start is not None and start.get("write") is True
@@ -373,6 +373,20 @@ def _changed(completed: set[str], made: Made, code: Code) -> tuple[str, ...]:
         if tool and was_tools.get(tool) != now_tools.get(tool):
             out.append(step)
     return tuple(out)
+
+
+def _unfinished_calls(records: Sequence[Record], completed: set[str]) -> list[tuple[str, Call]]:
+    """The calls recorded model steps asked for that have no result, by step (a marker is
+    made only for these: a deploy-check reads thousands of runs whose calls mostly ran)."""
+    out = []
+    for turn, reply in sorted(replies(records).items()):
+        for i, c in enumerate(reply.tool_calls):
+            step = tool_step(turn, i, c.name)
+            if step in completed:
+                continue
+            marker = marker_for(step, c.arguments) if isinstance(c.arguments, dict) else None
+            out.append((step, Call(step, c, marker)))
+    return out
 
 
 def _tool_digest(fingerprint: Mapping[str, Any], tool: str) -> Any:
