@@ -1,5 +1,5 @@
 """Every human action on a run, written once: approve, deny, reconcile, retry, cancel, pause,
-resume, budget and fork.
+resume, budget, fork and accept-change.
 
 The command line (one run, or many with ``--where``: durableagent.bulk) and the TUI (one run
 in a dialog, or the marked rows) all call these, so an action records the same thing (its
@@ -21,6 +21,7 @@ from .fold import RunStatus
 from .fork import KEEP, ForkPlan, plan_fork, write_fork
 from .ids import check_run_id
 from .record import Record
+from .signals import accept_change as _accept_change
 from .signals import signal
 from .step_index import Reconcile
 from .stores import Store
@@ -112,6 +113,20 @@ def pause(store: Store, run_id: str, *, by: str | None, reason: str | None) -> R
 def resume(store: Store, run_id: str, *, by: str | None, reason: str | None = None) -> Record:
     """Lift a run's pause."""
     return signal(store, run_id, "resume", {}, by=by, reason=reason)
+
+
+def accept_change(
+    store: Store,
+    run_id: str,
+    *,
+    by: str | None,
+    reason: str | None = None,
+    expect_seq: int | None = None,
+) -> Record:
+    """Accept a deploy's change for an ``incompatible`` run (durableagent.signals
+    .accept_change): its blocked calls are answered with the change, never run, and the model
+    asks again under the new code."""
+    return _accept_change(store, run_id, by=by, reason=reason, expect_seq=expect_seq)
 
 
 def budget(
