@@ -207,10 +207,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "fold.py",
         "        if self.indeterminate is not None:\n            return RunStatus.INDETERMINATE\n"
         "        if self.over_budget(outcome):\n            return RunStatus.OVER_BUDGET\n"
+        "        if self.incompatible(outcome):\n            return RunStatus.INCOMPATIBLE\n"
         "        if self.pending(outcome):\n            return RunStatus.AWAITING_APPROVAL\n",
         "        if self.pending(outcome):\n            return RunStatus.AWAITING_APPROVAL\n"
         "        if self.indeterminate is not None:\n            return RunStatus.INDETERMINATE\n"
-        "        if self.over_budget(outcome):\n            return RunStatus.OVER_BUDGET\n",
+        "        if self.over_budget(outcome):\n            return RunStatus.OVER_BUDGET\n"
+        "        if self.incompatible(outcome):\n            return RunStatus.INCOMPATIBLE\n",
     ),
     "r14-running-before-completed": (
         "the status rules in another order (running before completed)",
