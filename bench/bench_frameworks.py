@@ -55,7 +55,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-CONTESTANTS = ("plain", "ours-read", "ours-write", "dbos", "prefect")
+CONTESTANTS = (
+    "plain",
+    "ours-read",
+    "ours-write",
+    "dbos",
+    "prefect",
+    "sdk-plain",
+    "sdk-ours-read",
+    "sdk-ours-write",
+)
 LOOKUP = "x" * 100
 
 
@@ -84,6 +93,58 @@ def agent_for(name: str, turns: int, capabilities: list[Any] | None = None) -> A
     return agent
 
 
+def sdk_agent_for(name: str, turns: int) -> Any:
+    """The same workload as an OpenAI Agents SDK agent, on a Model of no I/O: ``turns`` tool
+    calls, then the answer."""
+    from agents import Agent, function_tool, set_tracing_disabled
+    from agents.items import ModelResponse
+    from agents.models.interface import Model
+    from agents.usage import Usage
+    from openai.types.responses import (
+        ResponseFunctionToolCall,
+        ResponseOutputMessage,
+        ResponseOutputText,
+    )
+
+    set_tracing_disabled(True)
+
+    class Brain(Model):
+        async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+            items = kwargs.get("input", args[1] if len(args) > 1 else [])
+            done = sum(
+                1 for i in items if isinstance(i, dict) and i.get("type") == "function_call_output"
+            )
+            usage = Usage(requests=1, input_tokens=50, output_tokens=7, total_tokens=57)
+            if done >= turns:
+                text = ResponseOutputText(type="output_text", text="done", annotations=[])
+                out: Any = ResponseOutputMessage(
+                    id="m", type="message", role="assistant", status="completed", content=[text]
+                )
+            else:
+                out = ResponseFunctionToolCall(
+                    type="function_call",
+                    call_id=f"c{done}",
+                    name=name,
+                    arguments=f'{{"n": {done}}}',
+                )
+            return ModelResponse(output=[out], usage=usage, response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    @function_tool
+    async def lookup(n: int) -> str:
+        """Look up."""
+        return LOOKUP
+
+    @function_tool
+    async def file(n: int) -> str:
+        """File."""
+        return LOOKUP
+
+    return Agent("bench", model=Brain(), tools=[lookup, file])
+
+
 class Fsyncs:
     """Counts os.fsync calls (our store's only way to sync)."""
 
@@ -101,9 +162,42 @@ class Fsyncs:
 async def child(name: str, turns: int, scratch: Path) -> None:
     """One contestant: set up, warm up, then one run per ``go`` line on stdin, each answered
     with its seconds, CPU seconds and fsyncs as JSON."""
-    tool = "file" if name == "ours-write" else "lookup"
+    tool = "file" if name.endswith("ours-write") else "lookup"
     run_once: Any
-    if name == "plain":
+    if name == "sdk-plain":
+        from agents import Runner
+
+        sdk = sdk_agent_for(tool, turns)
+
+        async def run_once(i: int) -> None:
+            await Runner.run(sdk, "go", max_turns=turns + 2)
+
+    elif name.startswith("sdk-ours"):
+        from durableagent import Config, FileStore, Message, run
+        from durableagent.integrations.openai_agents import durable as sdk_durable
+
+        store = FileStore(scratch / "runs")
+        made = (
+            sdk_durable(
+                sdk_agent_for(tool, turns), writes=["file"], approve=["nobody"], max_turns=turns + 1
+            )
+            if tool == "file"
+            else sdk_durable(sdk_agent_for(tool, turns), max_turns=turns + 1)
+        )
+        config = Config(made.config, made.gate, store)
+
+        async def run_once(i: int) -> None:
+            out = await run(config, f"r{i}", [Message("user", "go")])
+            assert out.status == "completed", out
+
+        await run_once(-2)
+        frame = sdk_durable(sdk_agent_for(tool, 0))
+        counting = Fsyncs()
+        out = await run(Config(frame.config, frame.gate, store), "frame", [Message("user", "go")])
+        assert out.status == "completed", out
+        print(json.dumps({"frame": counting.n}), flush=True)
+
+    elif name == "plain":
         agent = agent_for(tool, turns)
 
         async def run_once(i: int) -> None:
@@ -285,7 +379,7 @@ def main() -> int:
         for name in args.only:
             c = Child(name, args.turns, root / name)
             if c.error:
-                print(f"{name:11} not measured: {c.error}")
+                print(f"{name:14} not measured: {c.error}")
                 c.close()
             else:
                 children[name] = c
@@ -303,18 +397,20 @@ def main() -> int:
                 cpu[n].append(got["cpu"] / steps)
                 fsyncs[n].append((got["fsyncs"] - children[n].frame) / args.turns)
         print(
-            f"Pydantic AI agent, FunctionModel, {args.turns} tool calls a run ({steps} steps), "
+            f"A Pydantic AI agent on FunctionModel (and an Agents SDK agent on a Model of no I/O: "
+            f"sdk-*), {args.turns} tool calls a run ({steps} steps), "
             f"{args.rounds} rounds interleaved; medians per step"
         )
         for n in names:
             m = statistics.median(per_step[n])
             line = (
-                f"  {n:11} {m * 1e6:8.0f} µs/step   cpu {statistics.median(cpu[n]) * 1e6:7.0f} µs"
+                f"  {n:14} {m * 1e6:8.0f} µs/step   cpu {statistics.median(cpu[n]) * 1e6:7.0f} µs"
             )
-            if n.startswith("ours"):
+            if "ours" in n:
                 line += (
                     f"   fsyncs a turn {statistics.median(fsyncs[n]):.2f} (a model step and a "
-                    f"{n[5:]} step; +{children[n].frame} a run: its file, end, outcome)"
+                    f"{n.split('ours-')[1]} step; +{children[n].frame} a run: its file, end, "
+                    "outcome)"
                 )
             print(line + "".join(f"   ({note})" for note in children[n].notes))
 
@@ -331,6 +427,16 @@ def main() -> int:
                     print(
                         f"  journal's cost, {ours}: {statistics.median(extra) * 1e6:+.0f} µs/step "
                         f"over plain ({ratio(ours, 'plain')} plain)"
+                    )
+        if "sdk-plain" in per_step:
+            for ours in ("sdk-ours-read", "sdk-ours-write"):
+                if ours in per_step:
+                    extra = [
+                        o - p for o, p in zip(per_step[ours], per_step["sdk-plain"], strict=True)
+                    ]
+                    print(
+                        f"  journal's cost, {ours}: {statistics.median(extra) * 1e6:+.0f} µs/step "
+                        f"over sdk-plain ({ratio(ours, 'sdk-plain')} sdk-plain)"
                     )
         for peer in ("dbos", "prefect"):
             print(

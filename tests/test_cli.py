@@ -244,6 +244,57 @@ def test_read_and_signal_commands_refuse_a_missing_store(
     assert not missing.exists()
 
 
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every entry under ``root``, with a file's bytes (None for a folder)."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes() if p.is_file() else None)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+READ_ONLY = [
+    ["ls"],
+    ["ls", "--json"],
+    ["show", "r"],
+    ["plan", "r"],
+    ["audit"],
+    ["workers"],
+    ["tui", "--read-only"],
+    ["web", "--read-only"],
+]
+
+
+@pytest.mark.parametrize("command", READ_ONLY, ids=" ".join)
+@pytest.mark.parametrize("holding", ["nothing", "other files"])
+def test_read_commands_never_write_into_a_directory_that_is_not_a_store(
+    command: list[str], holding: str, tmp_path: Path
+) -> None:
+    """``agentrun --store /etc ls`` once made /etc/.summaries: a reader writes nothing into
+    a directory that is not already a store, and says so."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    if holding != "nothing":
+        (plain / "notes.txt").write_text("mine\n")
+        (plain / "data.json").write_text("{}")
+        (plain / "sub").mkdir()
+    before, mtime = tree(plain), plain.stat().st_mtime_ns
+    refused(agentrun("--store", str(plain), *command), f"no store at {plain}")
+    assert tree(plain) == before
+    assert plain.stat().st_mtime_ns == mtime
+
+
+def test_a_new_store_made_by_a_writer_is_a_store_before_its_first_run(tmp_path: Path) -> None:
+    """A worker's (or the library's) new store holds no run yet: readers still see a store."""
+    root = tmp_path / "fresh"
+    FileStore(root).close()
+    r = agentrun("ls", "--store", str(root))
+    assert r.code == 0 and f"no runs in {root}" in r.out
+    plain = tmp_path / "plain"  # an existing empty directory made a store by submit
+    plain.mkdir()
+    assert agentrun("submit", "r1", "hi", "--store", str(plain)).code == 0
+    assert [run["run_id"] for run in ls_json(plain)] == ["r1"]
+
+
 def test_bad_run_ids_and_unknown_runs_are_refused(demo: Path) -> None:
     refused(agentrun("show", "../etc", "--store", str(demo)), "invalid run id")
     refused(agentrun("submit", "a b", "hi", "--store", str(demo)), "invalid run id")

@@ -4,11 +4,21 @@ print, and bad input refused with one clear line, the journal byte-identical."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
-from durableagent import Budget, BudgetError, FileStore, Message, parse_budget, submit
+from durableagent import (
+    Budget,
+    BudgetError,
+    FileStore,
+    Message,
+    SignalError,
+    parse_budget,
+    signal,
+    submit,
+)
 from durableagent.cli import main
 
 INPUT = [Message("user", "do it")]
@@ -48,7 +58,7 @@ def test_parse_budget_takes_what_people_write_and_refuses_the_rest() -> None:
         ("tokens=-5", "whole number"),
         ("tokens=1.5", "whole number"),
         ("deadline=soon", "a duration"),
-        ("cost=free", "a number >= 0"),
+        ("cost=free", "a number above 0"),
         ("bananas=3", "the keys being tokens="),
         ("tokens", "give key=value"),
         ("tokens=5,tokens=6", "given twice"),
@@ -59,6 +69,68 @@ def test_parse_budget_takes_what_people_write_and_refuses_the_rest() -> None:
             parse_budget(text)
     with pytest.raises(BudgetError):
         Budget(tokens=-1)
+
+
+NONSENSE = [
+    ("model_calls=0", "model_calls takes a whole number from 1"),
+    ("tool_calls=0", "tool_calls takes a whole number from 1"),
+    ("tokens=0", "tokens takes a whole number from 1"),
+    ("tokens=0k", "tokens takes a whole number from 1"),
+    ("tokens=1e3", "tokens takes a whole number from 1: 200000, 200k or 1.5M"),
+    ("tokens=inf", "tokens takes a whole number"),
+    ("tokens=+5", "tokens takes a whole number"),
+    ("TOKENS=5", "unknown limit 'TOKENS'; give key=value, the keys being tokens="),
+    ("Model_Calls=5", "unknown limit 'Model_Calls'"),
+    ("model-calls=5", "unknown limit 'model-calls'"),
+    ("deadline=0", "deadline takes a duration above 0 and up to 365d"),
+    ("deadline=0s", "deadline takes a duration above 0"),
+    ("deadline=99999999999w", "deadline takes a duration above 0 and up to 365d"),
+    ("deadline=366d", "up to 365d"),
+    ("deadline=1e3", "deadline takes a duration"),
+    ("cost=0", "cost takes a number above 0"),
+    ("cost=1e3", "cost takes a number above 0"),
+    ("cost=nan", "cost takes a number above 0"),
+]
+
+
+@pytest.mark.parametrize("text, says", NONSENSE, ids=[t for t, _ in NONSENSE])
+def test_a_nonsense_budget_is_refused_with_what_is_allowed_everywhere_one_is_given(
+    text: str, says: str, capsys: pytest.CaptureFixture[str], runs: tuple[FileStore, str]
+) -> None:
+    """One grammar for submit --budget, budget --add/--set and the TUI's B dialog (all of
+    them parse_budget), and a budget signal: a slip is one line that says what is allowed."""
+    store, root = runs
+    with pytest.raises(BudgetError, match=re.escape(says)):
+        parse_budget(text)
+    with pytest.raises(BudgetError, match=re.escape(says)):
+        parse_budget(text, lifting=True)
+    signal(store, "r1", "budget", {"set": {"tokens": 100}}, by="ana", reason="a limit to add to")
+    before = store.path("r1").read_bytes()
+    for argv in (
+        ["submit", "b9", "do it", "--budget", text],
+        ["budget", "r1", "--add", text, "--reason", "x"],
+        ["budget", "r1", "--set", text, "--reason", "x"],
+    ):
+        code, out, err = cli(capsys, *argv, "--store", root)
+        assert code == 2, (argv, out, err)
+        assert says in err and "Traceback" not in err
+    assert store.path("r1").read_bytes() == before
+    assert store.load("b9") == []
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{"model_calls": 0}, {"deadline": 0}, {"deadline": 1e18}, {"tokens": 0}, {"cost": 0.0}],
+)
+def test_a_budget_signal_with_a_limit_that_means_nothing_is_refused(
+    limits: dict[str, float], runs: tuple[FileStore, str]
+) -> None:
+    store, _ = runs
+    before = store.path("r1").read_bytes()
+    for how in ("add", "set"):
+        with pytest.raises(SignalError, match="takes"):
+            signal(store, "r1", "budget", {how: limits}, by="ana", reason="x")
+    assert store.path("r1").read_bytes() == before
 
 
 def test_submit_records_a_budget_and_refuses_one_that_does_not_parse(

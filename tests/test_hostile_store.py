@@ -175,7 +175,9 @@ def test_a_submit_of_text_that_is_not_utf8_writes_nothing(tmp_path: Path):
 def test_a_record_that_cannot_be_encoded_creates_no_journal(store: FileStore):
     with pytest.raises(StoreError, match="not plain JSON"):
         submit(store, "new", [Message("user", "hi\udcff")])
-    assert list(store.root.iterdir()) == []
+    # Only the empty summaries folder that makes a new directory a store.
+    assert [p.name for p in store.root.iterdir()] == [".summaries"]
+    assert list((store.root / ".summaries").iterdir()) == []
     assert store.run_ids() == []
 
 
@@ -226,7 +228,8 @@ def test_a_submit_on_a_full_disk_leaves_no_journal(tiny_fs: Path):
     fill(tiny_fs)
     with pytest.raises(StoreError):
         submit(store, "new", [Message("user", "x" * 8192)])
-    assert list(store.root.iterdir()) == []
+    assert [p.name for p in store.root.iterdir()] == [".summaries"]  # the store's own mark
+    assert list((store.root / ".summaries").iterdir()) == []
     assert store.run_ids() == []
 
 

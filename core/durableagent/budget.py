@@ -11,19 +11,34 @@ asks :func:`over_budget` whether spent plus the step's own reservation fits ever
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from .durations import HOW, format_duration, parse_duration
+from .durations import format_duration, parse_duration
 from .errors import DurableAgentError
 
 LIMITS = ("tokens", "model_calls", "tool_calls", "cost", "deadline")
 _COUNTS = ("tokens", "model_calls", "tool_calls")
+# The longest deadline a human may give: beyond it a number is a slip, not a plan.
+MAX_DEADLINE = 365 * 86400.0
 _FORMS = (
-    "tokens=200000 (or 200k, 1.5M), model_calls=40, tool_calls=100, cost=5.00 (in the units "
-    f"of the agent's prices), deadline=2h ({HOW}, after the run started)"
+    "tokens=200000 (or 200k, 1.5M), model_calls=40, tool_calls=100 (whole numbers from 1), "
+    "cost=5.00 (above 0, in the units of the agent's prices), deadline=2h (above 0 and up to "
+    "365d: 90s, 30m, 2h, 1d, 1w, or plain seconds, after the run started)"
 )
+# What each limit takes, said when a value is refused (one grammar: submit --budget, budget
+# --add/--set, the TUI's B dialog and a budget signal).
+ALLOWED = {
+    "tokens": "a whole number from 1: 200000, 200k or 1.5M",
+    "model_calls": "a whole number from 1, e.g. model_calls=40",
+    "tool_calls": "a whole number from 1, e.g. tool_calls=100",
+    "cost": "a number above 0 in the units of the agent's prices, e.g. cost=5.00",
+    "deadline": "a duration above 0 and up to 365d: 90s, 30m, 2h, 1d, 1w, or plain seconds",
+}
+_COUNT = re.compile(r"(\d+(?:_\d+)*(?:\.\d+)?)([kKmM]?)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # What a model call reserves when its adapter does not say how long a reply may be.
 DEFAULT_OUTPUT_LIMIT = 4096
 CHARS_PER_TOKEN = 4  # the input's estimate: a token is about four characters of text
@@ -134,9 +149,12 @@ def parse_budget(text: str, *, lifting: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         key, eq, value = item.partition("=")
-        key = key.strip().lower().replace("-", "_")
-        if not eq or key not in LIMITS:
+        if not eq:
             raise BudgetError(f"budget {item!r}: give key=value, the keys being {_FORMS}")
+        if key not in LIMITS:  # exactly as written: TOKENS or model-calls is a slip
+            raise BudgetError(
+                f"budget {item!r}: unknown limit {key!r}; give key=value, the keys being {_FORMS}"
+            )
         if key in out:
             raise BudgetError(f"budget {item!r}: {key} is given twice")
         out[key] = _parse_value(key, value.strip(), item, lifting)
@@ -149,34 +167,44 @@ def _parse_value(key: str, value: str, item: str, lifting: bool) -> Any:
             return None
         raise BudgetError(f"budget {item!r}: 'none' lifts a limit only with --set")
     try:
+        parsed: float | int
         if key == "deadline":
-            return parse_duration(value)
-        if key == "cost":
-            cost = float(value)
-            _check_value(key, cost)
-            return cost
-        return _count(value)
+            parsed = parse_duration(value)
+        elif key == "cost":
+            if _NUMBER.fullmatch(value) is None:
+                raise ValueError(value)
+            parsed = float(value)
+        else:
+            parsed = _count(value)
+        check_limit(key, parsed)
     except (ValueError, BudgetError):
-        what = HOW if key == "deadline" else "a number >= 0" if key == "cost" else "a whole number"
-        raise BudgetError(f"budget {item!r}: {key} takes {what} ({_example(key)})") from None
+        raise BudgetError(f"budget {item!r}: {key} takes {ALLOWED[key]}") from None
+    return parsed
 
 
-def _example(key: str) -> str:
-    return {
-        "tokens": "tokens=200000 or tokens=200k",
-        "model_calls": "model_calls=40",
-        "tool_calls": "tool_calls=100",
-        "cost": "cost=5.00",
-        "deadline": "deadline=2h",
-    }[key]
+def check_limit(key: str, value: Any) -> None:
+    """Refuse (BudgetError) a limit a human gives that means nothing: a count below 1, a
+    cost or a deadline not above 0, a deadline beyond MAX_DEADLINE. (A recorded budget is
+    read more leniently: see :meth:`Budget.from_dict`.)"""
+    _check_value(key, value)
+    if key in _COUNTS:
+        ok = value >= 1
+    elif key == "deadline":
+        ok = 0 < value <= MAX_DEADLINE
+    else:
+        ok = value > 0
+    if not ok:
+        raise BudgetError(f"budget {key} takes {ALLOWED[key]}, not {value!r}")
 
 
 def _count(value: str) -> int:
-    scale = {"k": 1_000, "m": 1_000_000}.get(value[-1:].lower(), 1)
-    digits = value[:-1] if scale != 1 else value
-    number = float(digits.replace("_", ""))
-    n = number * scale
-    if not math.isfinite(n) or n < 0 or n != int(n):
+    """``200000``, ``200_000``, ``200k``, ``1.5M``: no sign, no exponent, a whole result."""
+    m = _COUNT.fullmatch(value)
+    if m is None:
+        raise ValueError(value)
+    scale = {"k": 1_000, "m": 1_000_000}.get(m.group(2).lower(), 1)
+    n = float(m.group(1).replace("_", "")) * scale
+    if not math.isfinite(n) or n != int(n):
         raise ValueError(value)
     return int(n)
 
@@ -193,8 +221,11 @@ def check_change(budget: Budget, how: str, limits: Mapping[str, Any]) -> str | N
             return f"unknown budget limit {k!r}; the limits are {', '.join(LIMITS)}"
         if v is None and how == "add":
             return f"--add {k}=none adds nothing; lift a limit with --set {k}=none"
-        if v is not None and not _valid(k, v):
-            return f"budget {k} must be a number >= 0, not {v!r}"
+        if v is not None:
+            try:
+                check_limit(k, v)
+            except BudgetError as e:
+                return str(e)
         if how == "add" and getattr(budget, k) is None:
             return f"the run has no {_label(k)} limit to raise; set one with --set {k}=..."
     return None

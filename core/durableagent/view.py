@@ -132,7 +132,10 @@ class RunView:
             return f"moved to {self.moved_to}"
         if self.status in (RunStatus.CANCELLED, RunStatus.PAUSED) and self.halt is not None:
             return self.halt.says()
-        if self.status == RunStatus.OVER_BUDGET and self.outcome is not None:
+        if (
+            self.status in (RunStatus.OVER_BUDGET, RunStatus.INCOMPATIBLE)
+            and self.outcome is not None
+        ):
             return self.outcome.error
         if self.stopping and self.halt is not None:
             return f"stopping: {self.halt.says()}"

@@ -312,3 +312,49 @@ def test_a_live_worker_is_up_since_it_started_not_until_its_last_beat(
     finally:
         w.stop()
         store.close()
+
+
+def test_a_worker_refused_its_owner_says_nothing_before_the_refusal(
+    store_spec: str, tmp_path: Path
+) -> None:
+    """`agentrun worker --owner X` with X live elsewhere: one line, the refusal, exit 1; no
+    "serving … (X)" and no metrics address first (it printed both, then the refusal)."""
+    import subprocess
+    import sys
+
+    from procs import WorkerProcess, child_env, wait_for
+
+    store = open_store(store_spec)
+    first = WorkerProcess(store_spec, "broken", tmp_path / "a.log", "--owner", "X")
+    try:
+        wait_for(lambda: [w.owner for w in store.workers()] == ["X"], 60, "X registered")
+        (live,) = store.workers()
+        second = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "durableagent.cli",
+                "worker",
+                "--agent",
+                "_child_agents:broken",
+                "--store",
+                store_spec,
+                "--owner",
+                "X",
+                "--metrics-port",
+                "0",
+            ],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert second.returncode == 1
+        assert second.stderr.splitlines() == [second.stderr.strip()] and second.stderr.startswith(
+            "agentrun worker: owner 'X' is in use by a live worker"
+        ), second.stderr
+        assert second.stdout == ""
+        assert [(w.owner, w.pid) for w in store.workers()] == [("X", live.pid)]
+    finally:
+        first.stop()
+        store.close()

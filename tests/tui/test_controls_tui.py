@@ -194,6 +194,10 @@ async def test_B_raises_the_budget_of_a_run_stopped_over_it(tmp_path: Path) -> N
         await until(pilot, lambda: "model_calls takes a whole number" in screen_text(app))
         assert journal_bytes(root, "capped") == before  # nothing written
         limits = app.screen.query_one("#limits", Input)
+        limits.value = "model_calls=0"  # the same grammar as the command line's
+        await pilot.press("y")
+        await until(pilot, lambda: "model_calls takes a whole number from 1" in screen_text(app))
+        assert journal_bytes(root, "capped") == before
         limits.value = "model_calls=3"
         await pilot.press("y")
         await until(pilot, lambda: said(app, "budget of capped is now model calls 4"))
@@ -224,3 +228,35 @@ async def test_keys_typed_fast_land_where_they_are_meant(tmp_path: Path) -> None
         burst(app, *"why", "enter", "y")
         await until(pilot, lambda: said(app, "cancelled looping"))
     assert store.load("looping")[-1].data["reason"] == "why"
+
+
+async def test_B_labels_its_boxes_and_shows_the_new_limits_before_y(tmp_path: Path) -> None:
+    """The boxes keep their labels (``add``, ``why``) while they are typed in (the label was
+    the placeholder, gone at the first key), and the limits the run would have show as the
+    limits are typed, or why ``y`` would be refused; nothing is written before ``y``."""
+    root = tmp_path / "runs"
+    store = FileStore(root)
+    j = JournalWriter(store, "capped", T0)
+    j.add("run.started", data={"input": [], "budget": {"model_calls": 1}})
+    j.model(1, Message("assistant", tool_calls=(ToolCall("c1", "lookup", {}),)))
+    j.outcome(Status.OVER_BUDGET, error="over budget: model calls: 1 made of a limit of 1")
+    app = make_app(root)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await select(pilot, "capped")
+        await pilot.press("B")
+        await until(pilot, lambda: isinstance(app.screen, BudgetDialog))
+        before = journal_bytes(root, "capped")
+        await pilot.press(*"model_calls=3")
+        await until(pilot, lambda: "new limits  model calls 1 of 4" in screen_text(app))
+        lines = screen_text(app).splitlines()
+        assert any(" add " in line and "model_calls=3" in line for line in lines), lines
+        await pilot.press("enter", *"more room")
+        lines = screen_text(app).splitlines()
+        assert any(" why " in line and "more room" in line for line in lines), lines
+        limits = app.screen.query_one("#limits", Input)
+        limits.value = "tokens=5"
+        await until(pilot, lambda: "the run has no tokens limit to raise" in screen_text(app))
+        limits.value = "model_calls=lots"
+        await until(pilot, lambda: "model_calls takes a whole number" in screen_text(app))
+        assert journal_bytes(root, "capped") == before  # nothing written before y

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textual.binding import Binding
 from textual.widgets import Button, Input, OptionList
 from tuihelpers import (
     burst,
@@ -213,6 +214,30 @@ async def test_the_key_line_and_help_name_every_key_that_acts(sample: Path) -> N
             "y retries, enter does not",
         ):
             assert shown in text, shown
+
+
+KEY_NAMES = {"question_mark": "?", "slash": "/", "escape": "esc"}
+
+
+async def test_help_and_the_readme_name_every_key_the_app_binds(sample: Path) -> None:
+    """Each key of the app (``w`` the workers among them: help omitted it) has a line, or a
+    mention, in ``?`` help, and is in README's "Keys:" line."""
+    import re
+
+    keys = {KEY_NAMES.get(b.key, b.key) for b in SupervisorApp.BINDINGS if isinstance(b, Binding)}
+    keys -= {"enter"}  # the filter's "done": enter is named for what it does elsewhere
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    line = readme[readme.index("Keys: ") :].split("\n\n", 1)[0]
+    app = make_app(sample)
+    async with app.run_test(size=(160, 60)) as pilot:
+        await loaded(pilot)
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        text = screen_text(app)
+    for key in sorted(keys):
+        assert re.search(rf"(^|\s){re.escape(key)}(\s|,|$)", text, re.M), f"help omits {key}"
+        assert f"`{key}`" in line, f"README's Keys line omits {key}"
+    assert "w          the workers" in text
 
 
 async def test_retry_needs_y_in_its_confirmation_and_enter_does_nothing(tmp_path: Path) -> None:

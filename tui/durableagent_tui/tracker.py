@@ -27,6 +27,7 @@ from durableagent import (
     RunStatus,
     RunView,
     Store,
+    StoreError,
     StoreUnavailableError,
     Summary,
     view_run,
@@ -85,7 +86,10 @@ class StoreTracker:
     def store(self) -> Store | None:
         """The store, once it exists."""
         if self._store is None and self._path is not None and self._path.is_dir():
-            self._store = FileStore(self._path, create=False)
+            try:
+                self._store = FileStore(self._path, create=False)
+            except StoreError:
+                return None  # a directory, not (yet) a store: nothing is written into it
         return self._store
 
     def close(self) -> None:

@@ -69,7 +69,7 @@ def _enterable(obj: object) -> bool:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     """Serve the store until SIGINT/SIGTERM."""
-    from ..telemetry import TelemetryUnavailable, new_metrics
+    from ..telemetry import TelemetryUnavailable, new_metrics, otlp_endpoint
     from ..telemetry.logs import configure as configure_logs
     from ..worker import Worker
 
@@ -103,6 +103,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             metrics=metrics,
             heartbeat=args.heartbeat,
             agent_name=args.agent,
+            pin=args.pin,
         )
     except ValueError as e:
         raise Usage(str(e)) from None
@@ -113,13 +114,18 @@ def cmd_worker(args: argparse.Namespace) -> int:
         from .notify import notifier_of
 
         notifier = notifier_of(store, args.notify, flag="--notify")
+    # Refused (its owner name is a live worker's) before it says or serves anything.
+    worker.register()
     if metrics is not None:
         try:
             port = metrics.serve(args.metrics_port, args.metrics_host)
         except OSError as e:
+            worker.heartbeat.forget()  # it never served: its registration goes with it
             where = f"{args.metrics_host}:{args.metrics_port}"
             raise Refused(f"cannot serve metrics on {where} ({e.strerror or e})") from None
         _say(args, f"agentrun worker: metrics at http://{args.metrics_host}:{port}/metrics")
+    if worker.telemetry.traces is not None:
+        _say(args, f"agentrun worker: traces to {otlp_endpoint()} (OTLP/HTTP)")
 
     async def serve() -> None:
         stop = asyncio.Event()
@@ -291,6 +297,12 @@ def register(sub: Any, parents: Parents) -> None:
     )
     s.add_argument("--agent", required=True, metavar="MODULE:ATTR", help="the Agent to run")
     s.add_argument("--concurrency", type=int, default=4, help="runs at once (default 4)")
+    s.add_argument(
+        "--pin",
+        action="store_true",
+        help="resume only the runs this agent's version started (new runs too); leave the "
+        "others waiting for a worker of their version (docs/deploys.md)",
+    )
     s.add_argument(
         "--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, help="tries of a failing run"
     )

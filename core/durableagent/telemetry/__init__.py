@@ -33,6 +33,29 @@ def otlp_configured(env: dict[str, str] | None = None) -> bool:
     return any(env.get(v) for v in OTLP_VARIABLES)
 
 
+def otlp_endpoint(env: dict[str, str] | None = None) -> str:
+    """Where OTLP/HTTP traces go, as the exporter reads it (the traces variable as given,
+    else the general one with ``/v1/traces``), with any user, password and query removed:
+    what a worker may print."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    env = dict(os.environ) if env is None else env
+    url = env.get(OTLP_VARIABLES[1], "").strip()
+    general = not url
+    if general:
+        url = env.get(OTLP_VARIABLES[0], "").strip()
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        netloc = host if parts.port is None else f"{host}:{parts.port}"
+    except ValueError:
+        return "the endpoint in the environment (it does not parse as a URL)"
+    path = parts.path.rstrip("/") + "/v1/traces" if general else parts.path
+    return urlunsplit((parts.scheme, netloc, path, "", ""))
+
+
 def configure(
     store: Store,
     *,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from ..errors import IndeterminateError, LeaseLostError, RunHalted, RunStopped
 from ..fold import Summary
 from ..journal import Journal
 from ..messages import StepKind
-from ..outcome import Outcome
+from ..outcome import Outcome, Status
 from ..record import RUN_STARTED, STEP_COMPLETED, Record
 from ..steps import model_step, parse_step
 from ..stores import Lease, Store
@@ -32,6 +33,10 @@ from . import logs
 if TYPE_CHECKING:
     from .metrics import Metrics
     from .traces import Traces
+
+# The worker's decisions on each step (-v: DEBUG), on the worker's logger, each line with its
+# step: replayed, ran, re-ran, recorded a human's result, failed, stopped for a human.
+log = logging.getLogger("durableagent.worker")
 
 
 def start_digest(run_started: Record | None) -> str:
@@ -137,6 +142,8 @@ class RunWatch:
         """``run()`` returned ``outcome`` or raised ``error``."""
         if self.journal is None:
             return
+        if outcome is not None and log.isEnabledFor(logging.DEBUG):
+            self._log_stop(outcome)
         ended = ending(outcome, error)
         traces, metrics = self.telemetry.traces, self.telemetry.metrics
         number, took_over = self.epoch, False
@@ -153,6 +160,26 @@ class RunWatch:
             traces.end_attempt(self.span, number, ended, outcome, error)
         if metrics is not None:
             metrics.attempt_ended(self.run_id, ended, took_over)
+
+    def _log_stop(self, outcome: Outcome) -> None:
+        """-v: where the attempt stopped, and for whom, with the step it stopped at."""
+        run, status = self.run_id, outcome.status
+        if status == Status.AWAITING_APPROVAL:
+            for p in outcome.pending:
+                why = f"{p.tool} waits for a human's approval (agentrun approve {run})"
+                log.debug("run %s: %s stopped for a human: %s", run, p.step, why, extra=_at(p.step))
+        elif status == Status.INDETERMINATE:
+            step = outcome.step
+            why = f"a write with no result: a human reconciles it (agentrun reconcile {run})"
+            log.debug("run %s: %s stopped for a human: %s", run, step, why, extra=_at(step))
+        elif status == Status.OVER_BUDGET:
+            step = outcome.step
+            why = f"{outcome.error} (agentrun budget {run})"
+            log.debug("run %s: %s stopped for a human: %s", run, step, why, extra=_at(step))
+        elif status in (Status.CANCELLED, Status.PAUSED):
+            step = outcome.step
+            what = step or "its next step"
+            log.debug("run %s: %s not started: %s", run, what, outcome.error, extra=_at(step))
 
     def step(
         self,
@@ -228,7 +255,13 @@ class Observed:
 
     async def run_step(self, name: str, kind: StepKind, fn: StepFn, **kw: Any) -> Any:
         journal = self.journal
-        if name in journal.index.completed:  # replayed: nothing runs, nothing logs
+        verbose = log.isEnabledFor(logging.DEBUG)
+        if name in journal.index.completed:  # replayed: nothing runs
+            if verbose:
+                run = journal.run_id
+                log.debug(
+                    "run %s: %s replayed (its result is in the journal)", run, name, extra=_at(name)
+                )
             if not self._seen:
                 return await journal.run_step(name, kind, fn, **kw)
             start_ns, t = time.time_ns(), time.monotonic()
@@ -237,11 +270,21 @@ class Observed:
             self._watch.step(name, kind, start_ns, seconds, value, "replayed", kw, None)
             return value
         token = logs.set_step(name)
+        how = _how(journal, name, kw.get("refused") is True) if verbose else ""
         if not self._seen:
             try:
-                return await journal.run_step(name, kind, fn, **kw)
+                value = await journal.run_step(name, kind, fn, **kw)
+            except BaseException as e:
+                if verbose and not isinstance(e, (*_NOT_RUN, asyncio.CancelledError)):
+                    log.debug(
+                        "run %s: %s failed: %s: %s", journal.run_id, name, type(e).__name__, e
+                    )
+                raise
             finally:
                 logs.reset(token)
+            if verbose:
+                log.debug("run %s: %s %s", journal.run_id, name, how, extra=_at(name))
+            return value
         start_ns, t = time.time_ns(), time.monotonic()
         try:
             value = await journal.run_step(name, kind, fn, **kw)
@@ -251,12 +294,42 @@ class Observed:
             if not isinstance(e, (*_NOT_RUN, asyncio.CancelledError)):
                 seconds = time.monotonic() - t
                 self._watch.step(name, kind, start_ns, seconds, None, "failed", kw, e)
+                if verbose:
+                    log.debug(
+                        "run %s: %s failed: %s: %s", journal.run_id, name, type(e).__name__, e
+                    )
             raise
         finally:
             logs.reset(token)
         seconds = time.monotonic() - t
+        if verbose:
+            log.debug("run %s: %s %s", journal.run_id, name, how, extra=_at(name))
         self._watch.step(name, kind, start_ns, seconds, value, "ran", kw, None)
         return value
+
+
+def _at(step: str) -> dict[str, Any]:
+    """A log line's ``extra``: the step it is about (the log fields may have moved past it)."""
+    return {"step": step or None}
+
+
+def _how(journal: Journal, name: str, refused: bool) -> str:
+    """What running a step that is not replayed does, said before it runs (the index then
+    still holds what the journal held): ran, re-ran (and why), a human's result recorded, or
+    a refused call's refusal recorded."""
+    index = journal.index
+    if refused:
+        return "refused: not called; the refusal is recorded for the model to read"
+    if name not in index.started:
+        return "ran"
+    if index.is_write(name):
+        verdict = index.reconcile_for(name)
+        if verdict is not None and verdict.outcome == "done":
+            return "recorded the result a human reconciled (the write is not run again)"
+        if verdict is not None:
+            return "re-ran: a human reconciled its write as not done (retry)"
+        return "re-ran: an idempotent write with no result, run again with its key"
+    return "re-ran: a read started in an earlier attempt with no result (reads are safe to repeat)"
 
 
 def _call_of(journal: Journal, name: str) -> dict[str, Any] | None:

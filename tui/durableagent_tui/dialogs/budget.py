@@ -9,12 +9,13 @@ from functools import partial
 from typing import Any
 
 from rich.text import Text
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Label, Static
 
 from durableagent import RunStatus, RunView
-from durableagent.budget import BudgetError, parse_budget
+from durableagent.budget import BudgetError, check_change, parse_budget
 from durableagent.control import budget_text
 
 from ..story import facts_grid
@@ -41,15 +42,41 @@ class BudgetDialog(TypedDialog):
         with Vertical(id="dialog", classes="control"):
             yield Label(Text.assemble(("Raise the budget of  ", "bold"), view.run_id))
             yield Static(grid)
-            yield Input(
-                placeholder="add: tokens=50k,model_calls=5,deadline=1h", id="limits", compact=True
-            )
-            yield Input(placeholder="why: the journal keeps it", id="reason", compact=True)
+            with Horizontal(classes="field"):
+                yield Label("add ", classes="field-label")
+                yield Input(
+                    placeholder="tokens=50k,model_calls=5,deadline=1h", id="limits", compact=True
+                )
+            with Horizontal(classes="field"):
+                yield Label("why ", classes="field-label")
+                yield Input(placeholder="the journal keeps it", id="reason", compact=True)
+            yield Static(self._after(""), id="after")
             with Horizontal(id="buttons"):
                 yield action_button(f"Raise {view.run_id}", id="yes", variant="warning")
                 yield action_button("Close", id="no")
             yield Static(id="error", classes="error")
             yield Static(id="keys", classes="keys")
+
+    def _after(self, text: str) -> Text:
+        """The limits the run would have with ``text`` added, before ``y``: what
+        ``agentrun budget --add`` would make of them, or why it would refuse them."""
+        if not text.strip():
+            return Text.assemble(("new limits  ", "bold"), ("type the limits to add", "dim"))
+        budget = self.view.controls.budget
+        try:
+            limits = parse_budget(text)
+        except BudgetError as e:
+            return Text.assemble(("new limits  ", "bold"), (str(e), "red"))
+        refused = check_change(budget, "add", limits)
+        if refused is not None:
+            return Text.assemble(("new limits  ", "bold"), (refused, "red"))
+        after = self.view.controls.copy()
+        after.budget = budget.changed("add", limits)
+        return Text.assemble(("new limits  ", "bold"), budget_text(after, self.now))
+
+    @on(Input.Changed, "#limits")
+    def _limits_changed(self, event: Input.Changed) -> None:
+        self.query_one("#after", Static).update(self._after(event.value))
 
     @property
     def confirms(self) -> str:

@@ -26,6 +26,7 @@ newest activity first within a group.
   B          raise a budgeted run's limits (asks why)
   p          the recovery plan: what its next attempt will do
   f          fork it from the step under the timeline's cursor
+  w          the workers: who is working, live or gone
   enter      open the run's timeline
   esc        back: record → timeline → runs; clears a filter
   j k ↓ ↑    move in a table
@@ -48,6 +49,8 @@ Reconcile dialog: type the result you found, enter
   asks again (y retries, enter does not) · esc cancel
 Cancel / pause dialog: type why, enter leaves the box,
   y cancels or pauses (a reason is required) · esc close
+Budget dialog: the limits to add (the new limits show as
+  you type), enter, why, enter; y raises · esc close
 Fork dialog: the new id, a reason, keep or drop the
   approvals; enter asks, naming both runs (y forks)
 

@@ -33,7 +33,7 @@ from ..lines import parse_lines, split_journal
 from ..protocol import Attempt, Check, Lease, default_owner
 from . import logs
 from . import workers as registry
-from .failures import FailureCounts
+from .failures import WORKER_DIR, FailureCounts
 from .feed import change_feed
 from .fs import (
     KINDS,
@@ -46,12 +46,41 @@ from .fs import (
     write_all,
 )
 from .journals import JournalFiles, encode_all, last_seq, stored_all
-from .leases import FileLease, LeaseKeeper
-from .logs import AttemptLogs
-from .notices import Notices
+from .leases import LEASES_DIR, FileLease, LeaseKeeper
+from .logs import ATTEMPTS_DIR, OUTCOMES_DIR, SUMMARIES_DIR, AttemptLogs
+from .notices import NOTICES_DIR, Notices
 from .summaries import SummaryKeeper, Tip
+from .workers import WORKERS_DIR
 
 DEFAULT_TTL = 30.0
+
+
+# The folders only a store holds (OUTCOMES_DIR: earlier versions'); any one of them, or a
+# journal, makes a directory a store.
+STORE_FOLDERS = (
+    SUMMARIES_DIR,
+    LEASES_DIR,
+    ATTEMPTS_DIR,
+    OUTCOMES_DIR,
+    WORKER_DIR,
+    WORKERS_DIR,
+    NOTICES_DIR,
+)
+
+
+def is_store_dir(root: Path) -> bool:
+    """Whether the directory ``root`` is a store: it holds a store's folder or a journal
+    (``<run>.jsonl``). A directory that is not one is never written by a reader."""
+    if any(os.path.lexists(root / name) for name in STORE_FOLDERS):
+        return True
+    try:
+        with os.scandir(root) as entries:
+            return any(
+                e.name.endswith(".jsonl") and valid_run_id(e.name[: -len(".jsonl")])
+                for e in entries
+            )
+    except OSError:
+        return False
 
 
 class FileStore:
@@ -81,6 +110,21 @@ class FileStore:
             try:
                 self.root.mkdir(parents=True, exist_ok=True)
                 fsync_dir(self.root.parent)
+            except OSError as e:
+                raise StoreError(f"cannot create the store {self.root}: {e.strerror}") from None
+        if not is_store_dir(self.root):
+            if not create:
+                # A reader must not litter a directory that is not a store (--store /etc).
+                raise StoreError(
+                    f"no store at {self.root}: the directory holds no runs and no store "
+                    "folders; pass --store DIR (or set AGENTRUN_STORE) naming a store"
+                )
+            # Made a store: a new store with no run yet is one to every later reader.
+            try:
+                os.mkdir(self.root / SUMMARIES_DIR, 0o755)
+                fsync_dir(self.root)
+            except FileExistsError:
+                pass
             except OSError as e:
                 raise StoreError(f"cannot create the store {self.root}: {e.strerror}") from None
         if lease_ttl <= 0:
