@@ -596,6 +596,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "    with in_flight(run_id):\n        return fn(arguments, **extra)",
         '    with in_flight(""):\n        return fn(arguments, **extra)',
     ),
+    "a19-tui-timeline-without-the-late-write": (
+        "the TUI's followed run (the reconcile dialog opens on it) never says that its open "
+        "write's holder may still write",
+        "tui/durableagent_tui/tracker.py",
+        "            view = with_late_write(store, view, records, attempts)\n",
+        "",
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",

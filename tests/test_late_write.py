@@ -3,15 +3,22 @@ its holder may still be alive and its write may still land."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import time
 
+import pgserver
+from procs import wait_for
+
+from durableagent import DurableAgentError, Message, RunStatus, open_store, submit, view_store
 from durableagent.record import Record
 from durableagent.roster import WorkerInfo
 from durableagent.stores.protocol import LOST, Attempt
 from durableagent.takeover import late_write_note
+from durableagent_tui.tracker import StoreTracker
 
 TTL = 1.0
 STEP = "tool/2/0/create_ticket"
@@ -79,3 +86,27 @@ def test_a_holder_known_dead_is_not_warned_of():
 def test_a_holder_that_said_how_it_ended_is_not_warned_of():
     assert note([attempt(1, "A", T0, "failed")], T0 + 2) == ""
     assert note([attempt(1, "A", T0, "stopped")], T0 + 2) == ""
+
+
+def test_show_and_the_tuis_timeline_warn_while_the_holder_is_silent():
+    """PostgreSQL, one holder that stops renewing inside a write: from its lease's expiry on,
+    with nobody taking over, ``view_store`` (show, reconcile --retry) and the TUI's followed
+    view (the reconcile dialog opens on it) both say its write may still land."""
+    with pgserver.fresh_schema() as schema:
+        store = open_store(pgserver.url(schema), lease_ttl=0.5)
+        try:
+            submit(store, "w1", [Message("user", "file it")])
+            # Its release, past the ttl, may be refused: the lease is no longer its own.
+            with contextlib.suppress(DurableAgentError), store.lease("w1", owner="ghost") as lease:
+                call = {"tool": "create_ticket", "write": True}
+                store.append("w1", Record.make("step.started", STEP, "tool", call), lease=lease)
+                wait_for(lambda: not store.is_leased("w1"), timeout=30, why="the lease to expire")
+                last = store.load("w1")[-1].at
+                wait_for(lambda: time.time() - last > 1.5, timeout=30, why="two ttls")
+                view = view_store(store, "w1")
+                assert view.status == RunStatus.INDETERMINATE
+                assert "owner ghost" in view.late_write and "silent" in view.late_write
+                followed = StoreTracker(store).follow("w1")
+                assert followed is not None and followed.view.late_write == view.late_write
+        finally:
+            store.close()

@@ -61,7 +61,7 @@ from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
 from .tools import Cancelled, Result, Tool, ToolContext
 from .tools.typed import tool
 from .turns import AgentLoop, Turns
-from .view import RunView, StepView, Tokens, view_run, view_store
+from .view import RunView, StepView, Tokens, view_run, view_store, with_late_write
 from .worker import Agent, Worker
 
 if TYPE_CHECKING:
@@ -191,4 +191,5 @@ __all__ = [
     "verdict",
     "view_run",
     "view_store",
+    "with_late_write",
 ]

@@ -25,6 +25,7 @@ from .record import (
 )
 from .step_index import StepIndex
 from .stores import Store
+from .stores.protocol import Attempt
 from .takeover import late_write_note
 
 
@@ -263,16 +264,29 @@ def view_store(store: Store, run_id: str) -> RunView:
         leased=store.is_leased(run_id),
         run_id=run_id,
     )
-    if view.indeterminate is not None and not store.leases_die_with_holder:
-        step, ttl = view.indeterminate.name, store.lease_ttl
-        try:
-            workers = store.workers()
-        except DurableAgentError:
-            workers = []  # who is alive is unknown: the note errs on the side of warning
-        note = late_write_note(records, store.attempts(run_id), step, ttl, workers=workers)
-        if note:
-            view = replace(view, late_write=note)
-    return view
+    return with_late_write(store, view, records)
+
+
+def with_late_write(
+    store: Store,
+    view: RunView,
+    records: Sequence[Record],
+    attempts: Sequence[Attempt] | None = None,
+) -> RunView:
+    """``view`` with ``late_write`` set when its open write's holder may still be alive (see
+    takeover.py): every reader that shows an indeterminate run (``show``, the TUI's timeline
+    and its reconcile dialog, ``reconcile --retry``) warns alike."""
+    if view.indeterminate is None or store.leases_die_with_holder:
+        return view
+    step, ttl = view.indeterminate.name, store.lease_ttl
+    try:
+        workers = store.workers()
+    except DurableAgentError:
+        workers = []  # who is alive is unknown: the note errs on the side of warning
+    if attempts is None:
+        attempts = store.attempts(view.run_id)
+    note = late_write_note(records, attempts, step, ttl, workers=workers)
+    return replace(view, late_write=note) if note else view
 
 
 def _message(d: Any) -> Message | None:

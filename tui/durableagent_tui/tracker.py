@@ -32,6 +32,7 @@ from durableagent import (
     Summary,
     view_run,
     view_store,
+    with_late_write,
 )
 from durableagent.stores.protocol import LOST
 
@@ -240,6 +241,8 @@ class StoreTracker:
                 raise
             except DurableAgentError:
                 attempts = ()
+            # The reconcile dialog opens on this view: it warns as `show` does.
+            view = with_late_write(store, view, records, attempts)
             return Followed(run_id, view, attempts)
 
     def view(self, run_id: str) -> RunView:
