@@ -568,6 +568,32 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '            keep = name == "reconcile" and r.step in started',
         '            keep = name == "cancel" or (name == "reconcile" and r.step in started)',
     ),
+    "a15-silent-holder-not-warned": (
+        "an open write whose holder's lease expired shows no warning once two ttls of silence "
+        "passed with no takeover (the holder may be paused, and its write may still land)",
+        "takeover.py",
+        "    took_over = later[0].started_at if later else None",
+        "    took_over = later[0].started_at if later else now",
+    ),
+    "a16-dead-holder-warned": (
+        "a holder whose process is known to be gone is warned of as if it might still write",
+        "takeover.py",
+        "    if known_dead(holder.owner, workers):",
+        "    if False:",
+    ),
+    "a17-run-started-under-its-own-call": (
+        "a worker starts a run again while a call of its earlier attempt still runs in the "
+        "worker's own threads (two attempts of one run in one process)",
+        "worker/serve.py",
+        "        if self._call_in_flight(run_id):\n            return\n",
+        "",
+    ),
+    "a18-tool-threads-not-counted": (
+        "a sync tool's thread is not counted as a call of its run in flight",
+        "tools/base.py",
+        "    with in_flight(run_id):\n        return fn(arguments, **extra)",
+        '    with in_flight(""):\n        return fn(arguments, **extra)',
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
@@ -760,6 +786,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            provider = JournalProvider(provider)",
         "            provider = JournalProvider(RunConfig().model_provider)",
     ),
+    "h01-bulk-retry-writes-no-signal": (
+        "a bulk retry (retry --where, R on marked runs) clears the failure count and writes no "
+        "retry signal: who retried, and why, is lost to the audit",
+        "bulk.py",
+        "            actions.retry(store, t.run_id, by=by, reason=reason, status=t.status)\n",
+        "            if t.status != RunStatus.FAILED:\n"
+        "                raise DurableAgentError(f'run {t.run_id} is {t.status}, not failed')\n"
+        "            store.clear_failures(t.run_id)\n",
+    ),
 }
 
 TESTS = [
@@ -782,6 +817,7 @@ TESTS = [
     "tests/test_fork.py",
     "tests/test_audit.py",
     "tests/test_postgres.py",
+    "tests/test_late_write.py",
     "tests/test_deploys.py",
 ]
 
@@ -790,6 +826,7 @@ MORE_TESTS = {
     "tui/durableagent_tui/web.py": ["tests/test_web_guard.py"],
     "copying.py": ["tests/test_store_commands.py"],
     "cli/bulk.py": ["tests/test_bulk.py"],
+    "bulk.py": ["tests/test_bulk.py"],
 }
 # An integration's mutants run its own tests only: the core's tests never load it.
 INTEGRATION_TESTS = {

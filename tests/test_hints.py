@@ -79,7 +79,10 @@ def test_every_hint_the_product_prints_works_when_pasted(
 ) -> None:
     store = FileStore(demo)
     # Runs a human stopped: one paused, one cancelled (the demo has none).
-    send_signal(store, "password-reset", "pause", {}, by="ana", reason="hold on")
+    code, paused, _ = run_cli(
+        capsys, ["pause", "password-reset", "--reason", "hold on", "--store", str(demo)]
+    )
+    assert code == 0
     send_signal(store, "access-audit", "cancel", {}, by="ana", reason="not needed")
     submit(store, "printer-toner", [Message("user", "the printer needs toner")])
     # A fork cut short (a crash while copying): corrupt until the same fork is run again.
@@ -87,7 +90,12 @@ def test_every_hint_the_product_prints_works_when_pasted(
     cut = plan_fork(records, "shared-drive", "half-fork", at_step="llm/2", reason="r")
     write_fork(store, dataclasses.replace(cut, copies=cut.copies[:1]))
     where = str(demo)
-    printed: list[str] = []
+    printed: list[str] = [paused]
+    # A refusal that says what to do first: a fork past a write nobody has reconciled.
+    over_the_write = ["fork", "crm-access", "--at", "llm/3", "--as", "x1", "--reason", "r"]
+    code, _, err = run_cli(capsys, [*over_the_write, "--store", where])
+    assert code == 1 and "Reconcile it first" in err, err
+    printed.append(err)
     now = time.time()
     summaries = store.summaries()
     statuses = {s.status for s in summaries}
@@ -140,7 +148,7 @@ def test_every_hint_the_product_prints_works_when_pasted(
     }, made_by
     # Every line that suggests a command suggests one built by hints.py.
     for line in text.splitlines():
-        if "agentrun " in line and ": agentrun" in line:
+        if ": agentrun " in line or "(agentrun " in line:
             assert any(h in line for h in hints_made), line
 
     for i, hint in enumerate(hints_made):

@@ -316,7 +316,7 @@ def _controlled(p: Plan, controls: Controls, now: float) -> Plan:
             PlanStep(x.step, x.kind, PlanAction.NOT_REACHED, after, x.tool, x.write, x.idempotent)
             for x in p.steps[i + 1 :]
         )
-        ending = f"it stops before {s.step}, over budget: {broke} (agentrun budget lets it go on)"
+        ending = f"it stops before {s.step}, over budget: {broke} (a raised limit lets it go on)"
         return Plan((*p.steps[:i], stop, *rest), PlanEnding.OVER_BUDGET, s.step, ending)
     return p
 

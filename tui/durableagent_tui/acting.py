@@ -15,8 +15,8 @@ from typing import Any
 
 from textual import work
 
-from durableagent import RunStatus, RunView, Summary, accept_change, plan
-from durableagent.fork import fork, fork_points
+from durableagent import RunStatus, RunView, Summary, actions, plan
+from durableagent.fork import fork_points
 
 from .actions import (
     Decision,
@@ -119,12 +119,12 @@ class DialogActions(AppBase):
         store = self.tracker.store
         assert store is not None
         if how == "accept":
-            accept_change(store, run_id, by=by, reason=reason, expect_seq=seq)
+            actions.accept_change(store, run_id, by=by, reason=reason, expect_seq=seq)
             return f"accepted the change for {run_id}: a worker runs it with the new code"
         if how == "cancel":
             return write_control(store, run_id, "cancel", by, reason)
         new = f"{run_id}-{int(self.clock())}"
-        fork(store, run_id, new, at_step=step, signals="keep", by=by, reason=reason)
+        actions.fork(store, run_id, new, at_step=step, signals="keep", by=by, reason=reason)
         self._jump_to = new
         return f"forked {run_id} at {step} as {new}; a worker runs it with the new code"
 
@@ -243,7 +243,7 @@ class DialogActions(AppBase):
         """Called in the fork dialog's thread worker: planned again on the store's records."""
         store = self.tracker.store
         assert store is not None
-        fork(
+        actions.fork(
             store, run_id, new_run_id, at_step=step, signals=signals, by=login_name(), reason=reason
         )
         self._jump_to = new_run_id  # selected once the table has it

@@ -11,9 +11,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from .. import actions
 from ..deploys import CHANGED, CLEAN, INCOMPATIBLE, Code, check_store
 from ..gate import PolicyGate
-from ..signals import accept_change
 from ..view import view_store
 from .common import Parents, clean, dump, one_line, require_run, store_of, versioned
 
@@ -73,7 +73,7 @@ def cmd_accept_change(args: argparse.Namespace) -> int:
     """Accept a deploy's change for an incompatible run."""
     store = store_of(args)
     require_run(store, args.run)
-    record = accept_change(store, args.run, by=args.by, reason=args.reason)
+    record = actions.accept_change(store, args.run, by=args.by, reason=args.reason)
     calls = record.data["payload"]["calls"]
     print(f"accepted the change of version {record.data['payload']['version']} for {args.run}:")
     for c in calls:

@@ -28,9 +28,8 @@ from .common import (
     Refused,
     args_text,
     clean,
-    default_store,
-    describe,
     dump,
+    hint_store,
     iso,
     one_line,
     require_run,
@@ -159,13 +158,6 @@ def cmd_show(args: argparse.Namespace) -> int:
     print()
     _next_steps(store, view, hint_store(args, store))
     return 0
-
-
-def hint_store(args: argparse.Namespace, store: Store) -> str | None:
-    """The ``--store`` a hint names: none for the default store (a hint pasted in the same
-    shell finds it), else the store as messages name it (a URL without its password: the
-    server's usual ways of giving one, PGPASSWORD or ~/.pgpass, still apply)."""
-    return None if args.store == default_store() else describe(store)
 
 
 def _header(view: RunView, forks: list[str]) -> str:
@@ -354,6 +346,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print()
         print(f"reconcile it: {clean(hints.reconcile_done(view.run_id, p.stops_at, where))}")
         print(f"          or: {clean(hints.reconcile_retry(view.run_id, p.stops_at, where))}")
+    elif p.ending == PlanEnding.OVER_BUDGET:
+        limit = stopped_at(view.controls.budget, p.why)
+        if limit is not None:
+            late = overdue(view.controls.budget, view.controls.started_at, time.time())
+            print()
+            print(f"let it go on: {hints.raise_budget(view.run_id, limit, where, overdue=late)}")
     elif p.ending == PlanEnding.INCOMPATIBLE:
         print()
         at = fork_step(view.outcome.blocked if view.outcome is not None else ())

@@ -39,6 +39,8 @@ from ..run import Config, run
 from ..stores import Store
 from ..stores.protocol import default_owner
 from ..telemetry import configure
+from ..tools.inflight import calls_in_flight
+from ..tools.inflight import watch as watch_calls
 from ..turns import AgentLoop
 from .heartbeat import Heartbeat
 from .holder import Holder, Source, is_lost
@@ -166,6 +168,9 @@ class Worker:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._gave_up: set[str] = set()
         self._backlog: set[str] = set()
+        # Runs not started again because a call of an earlier attempt of theirs still runs
+        # in this process (a thread cannot be stopped): looked at again when it returns.
+        self._calls_left: set[str] = set()
         self._denying: set[asyncio.Task[None]] = set()  # lapsed approvals being denied
         # Failures the store could not record (full, read-only), kept in memory: they must
         # still slow the retries down.
@@ -239,6 +244,14 @@ class Worker:
         self._wake = asyncio.Event()
         self._scan_all = True
         self._wake.set()
+        loop = asyncio.get_running_loop()
+
+        def call_ended(run_id: str) -> None:  # in the call's thread
+            with suppress(RuntimeError):  # the loop has closed: nothing left to start
+                loop.call_soon_threadsafe(self._call_ended, run_id)
+
+        ended = watch_calls(call_ended)
+        ended.__enter__()
         watch = asyncio.create_task(self._watch(stop))
         stopped = asyncio.create_task(stop.wait())
         beating = asyncio.create_task(self.telemetry.serving())
@@ -263,7 +276,15 @@ class Worker:
             for t in (watch, stopped, beating):
                 t.cancel()
             await asyncio.gather(watch, stopped, beating, return_exceptions=True)
+            ended.__exit__(None, None, None)
             self.telemetry.close()
+
+    def _call_ended(self, run_id: str) -> None:
+        """The last call in flight of ``run_id`` in this process returned."""
+        if run_id in self._calls_left:
+            self._calls_left.discard(run_id)
+            log.info("run %s: the call of its earlier attempt has returned", run_id)
+            self.poke(run_id)
 
     def poke(self, run_id: str | None = None) -> None:
         """Look at ``run_id`` (or every run) again soon."""
@@ -389,6 +410,8 @@ class Worker:
                 return
         if self.agent is None:
             return  # not connected: every run is looked at again once it is
+        if self._call_in_flight(run_id):
+            return
         if len(self._running) >= self.concurrency:
             self._backlog.add(run_id)  # looked at again when a slot frees
             return
@@ -403,6 +426,24 @@ class Worker:
         if timer is not None:
             timer.cancel()
         self._running[run_id] = asyncio.create_task(self._execute(run_id))
+
+    def _call_in_flight(self, run_id: str) -> bool:
+        """True when a call of an earlier attempt of ``run_id`` still runs in this process
+        (a thread its attempt could not stop: after a SIGSTOP past the lease, a cancel that
+        ended the attempt during a read): starting the run now would hold two attempts of it
+        here. It is looked at again when that call returns (``_call_ended``)."""
+        said = run_id in self._calls_left
+        self._calls_left.add(run_id)  # first, so that a call ending now pokes it
+        if not calls_in_flight(run_id):
+            self._calls_left.discard(run_id)
+            return False
+        if not said:
+            log.warning(
+                "run %s: a call of an earlier attempt is still running in this worker; the "
+                "run starts again once it returns",
+                run_id,
+            )
+        return True
 
     def _waits_for_another(self, summary: Summary) -> bool:
         """Pinned: True when the run was started by another version (it waits for a worker
