@@ -3,6 +3,8 @@ are the core's, ``durableagent.attempts.ENDINGS``)."""
 
 from __future__ import annotations
 
+from durableagent import RunStatus
+from durableagent.labels import STATUS_GLYPH
 from durableagent.stores.protocol import LOST, STOPPED
 
 ENDING_LOOKS: dict[str | None, tuple[str, str]] = {
@@ -14,6 +16,7 @@ ENDING_LOOKS: dict[str | None, tuple[str, str]] = {
     "cancelled": ("■", "dim"),
     "paused": ("‖", "yellow"),
     "over_budget": ("◆", "bold red"),
+    "incompatible": (STATUS_GLYPH[RunStatus.INCOMPATIBLE], "bold red"),
     "moved": ("⇢", "dim"),
     LOST: ("↯", "bold red"),
     STOPPED: ("‖", "dim"),
