@@ -295,7 +295,7 @@ class Chaos:
         return f"{spec}{'&' if '?' in spec else '?'}schema={schema}", schema
 
     def _describe(self) -> str:
-        return str(getattr(self.store, "description", self.spec))
+        return self.store.description
 
     def say(self, text: str) -> None:
         if not self.opts.quiet:

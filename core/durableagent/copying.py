@@ -36,7 +36,7 @@ class CopyError(DurableAgentError):
 
 def where(store: Store) -> str:
     """Where a store is, for messages and a move's destination (never a password)."""
-    return str(getattr(store, "description", store))
+    return store.description
 
 
 def copy_run(

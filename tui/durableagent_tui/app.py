@@ -55,7 +55,7 @@ def timeline_title(view: RunView | None, forks: tuple[str, ...]) -> Text:
 
 def store_label(store: Store) -> str:
     """How the header names a store."""
-    return str(getattr(store, "description", store))
+    return store.description
 
 
 class SupervisorApp(LiveUpdates, FilterBox, MarkedActions):

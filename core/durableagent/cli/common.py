@@ -160,7 +160,7 @@ def no_run(run_id: str, store: Store) -> Refused:
 
 def describe(store: Store) -> str:
     """Where a store is, for messages (a URL never shows its password)."""
-    return str(getattr(store, "description", store))
+    return store.description
 
 
 def hint_store(args: argparse.Namespace, store: Store) -> str | None:

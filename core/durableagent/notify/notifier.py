@@ -34,7 +34,7 @@ _WATCHED = NEEDS_HUMAN | {RunStatus.READY}
 
 
 def _where(store: Store) -> str:
-    return str(getattr(store, "description", store))
+    return store.description
 
 
 # A run as read: its id, its summary (None: gone), the approvals denied by their deadline.

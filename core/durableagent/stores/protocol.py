@@ -111,6 +111,11 @@ class Store(Protocol):
     lease_ttl: float
     leases_die_with_holder: bool
 
+    @property
+    def description(self) -> str:
+        """Where the store is, for messages (a URL never shows its password)."""
+        ...
+
     def load(self, run_id: str) -> list[Record]:
         """Every record of the run; [] for an unknown run."""
         ...

@@ -57,7 +57,7 @@ class Heartbeat:
         self.info = this_process(
             owner,
             agent=agent,
-            store=str(getattr(store, "description", store)),
+            store=store.description,
             concurrency=concurrency,
             heartbeat=heartbeat,
             version=version,

@@ -72,7 +72,7 @@ _MAY_RUN = frozenset({RunStatus.READY, RunStatus.FAILED, RunStatus.AWAITING_APPR
 
 
 def _where(store: Store) -> str:
-    return str(getattr(store, "description", store))
+    return store.description
 
 
 @dataclass(frozen=True)
