@@ -337,3 +337,13 @@ def test_a_journal_built_by_hand_is_the_same_on_every_store(any_store: Store):
     summary = any_store.summary("hand-1")
     assert summary is not None and summary.status == "awaiting_approval"
     assert [p.marker for p in summary.pending] == [pending.marker]
+
+
+def test_a_store_says_where_it_lives(any_store: Store, store_spec: str) -> None:
+    """``description`` and ``directory`` are the protocol's: a caller never probes a store."""
+    if isinstance(any_store, FileStore):
+        assert any_store.directory == Path(store_spec)
+        assert any_store.description == store_spec
+    else:
+        assert any_store.directory is None
+        assert "schema=" in any_store.description

@@ -22,7 +22,6 @@ from pathlib import Path
 from durableagent import (
     Attempt,
     DurableAgentError,
-    FileStore,
     Record,
     RunStatus,
     RunView,
@@ -30,6 +29,7 @@ from durableagent import (
     StoreError,
     StoreUnavailableError,
     Summary,
+    open_store,
     view_run,
     view_store,
     with_late_write,
@@ -87,7 +87,7 @@ class StoreTracker:
         """The store, once it exists."""
         if self._store is None and self._path is not None and self._path.is_dir():
             try:
-                self._store = FileStore(self._path, create=False)
+                self._store = open_store(self._path, create=False)
             except StoreError:
                 return None  # a directory, not (yet) a store: nothing is written into it
         return self._store

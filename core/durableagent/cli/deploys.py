@@ -23,7 +23,7 @@ def cmd_deploy_check(args: argparse.Namespace) -> int:
     from .serve import load_agent
 
     store = store_of(args)
-    code, gate = _code_of(load_agent(args.agent, Path(str(getattr(store, "root", ".")))))
+    code, gate = _code_of(load_agent(args.agent, store.directory or Path(".")))
     started = time.monotonic()
     checks = check_store(store, code, gate)
     took = time.monotonic() - started

@@ -22,7 +22,7 @@ from .common import DEFAULT_DEMO_STORE, Parents, Refused, Usage, describe, store
 from .runs import cmd_ls
 
 
-def load_agent(spec: str, root: Path) -> Any:
+def load_agent(spec: str, root: Path | str) -> Any:
     """``module:attr`` → an Agent. ``attr`` is an Agent, or a function returning one, called
     with no arguments or with the store's path. The function may instead return an async
     context manager that yields the Agent (an ``@asynccontextmanager``): the worker enters it
@@ -78,7 +78,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise Usage(f"--metrics-port wants 0..65535 (0 picks a free port), not {args.metrics_port}")
     store = store_of(args, create=True, lease_ttl=args.lease_ttl)
-    agent = load_agent(args.agent, getattr(store, "root", args.store))
+    agent = load_agent(args.agent, store.directory or args.store)
     configure_logs(verbose=args.verbose, fmt=args.log_format, stream=sys.stderr)
     try:
         metrics = None if args.metrics_port is None else new_metrics(store)
@@ -185,8 +185,7 @@ def cmd_tui(args: argparse.Namespace) -> int:
 def cmd_web(args: argparse.Namespace) -> int:
     """Serve the terminal UI to browsers (textual-serve), behind a token."""
     store = store_of(args)  # refuses a missing store before anything is served
-    root = getattr(store, "root", None)
-    spec = str(Path(root).resolve()) if root is not None else str(args.store)
+    spec = str(store.directory.resolve()) if store.directory is not None else str(args.store)
     # Imported here: textual-serve is an extra, and the core must load without the UI.
     try:
         web = importlib.import_module("durableagent_tui.web")

@@ -326,7 +326,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from .deploys import _code_of
         from .serve import load_agent
 
-        code, gate = _code_of(load_agent(args.agent, Path(str(getattr(store, "root", ".")))))
+        code, gate = _code_of(load_agent(args.agent, store.directory or Path(".")))
     p = plan(view.records, outcome=view.outcome, gate=gate, code=code)
     if args.json:
         print(dump(plan_dict(view, p)))

@@ -11,6 +11,7 @@ import socket
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from ..fold import Summary
@@ -114,6 +115,12 @@ class Store(Protocol):
     @property
     def description(self) -> str:
         """Where the store is, for messages (a URL never shows its password)."""
+        ...
+
+    @property
+    def directory(self) -> Path | None:
+        """The directory the store lives in (a FileStore's root); None for a store that lives
+        in no directory (PostgreSQL)."""
         ...
 
     def load(self, run_id: str) -> list[Record]:

@@ -154,6 +154,11 @@ class FileStore:
         """Where the store is, for messages."""
         return str(self.root)
 
+    @property
+    def directory(self) -> Path | None:
+        """The store's root."""
+        return self.root
+
     def path(self, run_id: str) -> Path:
         """The journal file of ``run_id`` (the id is checked first)."""
         return Path(self.journals.path(run_id))

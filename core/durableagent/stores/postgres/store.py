@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -145,6 +146,11 @@ class PostgresStore:
     def description(self) -> str:
         """Where the store is, for messages: its URL without the password, with the schema."""
         return self._description
+
+    @property
+    def directory(self) -> Path | None:
+        """None: the runs live in PostgreSQL, in no directory."""
+        return None
 
     def close(self) -> None:
         """Close every connection (leases still held end at their expiry)."""
