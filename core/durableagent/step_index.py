@@ -48,16 +48,28 @@ def denial_of(marker: str, records: Iterable[Record]) -> str | None:
     return None
 
 
+def start_digest(run_started: Record | None) -> str:
+    """The sha256 (hex) of the run's start: the run's time and input. The idempotency key takes
+    its 12 hex digits from it, and the run's trace id its first 32."""
+    seed = b""
+    if run_started is not None and run_started.type == RUN_STARTED:
+        seed = json.dumps([run_started.at, run_started.data], sort_keys=True).encode()
+    return hashlib.sha256(seed).hexdigest()
+
+
+def run_trace_id(run_started: Record | None) -> int:
+    """The run's 128-bit trace id: the first 32 hex digits of its start digest, the same for
+    every attempt of the run on every worker (never 0: that id is invalid)."""
+    return int(start_digest(run_started)[:32], 16) or 1
+
+
 def idempotency_key(run_id: str, step: str, run_started: Record | None) -> str:
     """The key a step hands to external systems: ``RUN:DIGEST:STEP``, the same every time the
     step runs in this run. DIGEST (12 hex) is taken from the run's ``run.started`` record (its
     time and input), so a run id used again for another run (a deleted journal, another store
     on the same ticket system) never shares a key with the old one. Tools read it from
     :class:`ToolContext`; treat it as opaque."""
-    seed = b""
-    if run_started is not None and run_started.type == RUN_STARTED:
-        seed = json.dumps([run_started.at, run_started.data], sort_keys=True).encode()
-    return f"{run_id}:{hashlib.sha256(seed).hexdigest()[:12]}:{step}"
+    return f"{run_id}:{start_digest(run_started)[:12]}:{step}"
 
 
 class StepIndex:

@@ -12,8 +12,9 @@ import os
 from typing import Any
 
 from ..errors import DurableAgentError
+from ..step_index import run_trace_id, start_digest
 from ..stores import Store
-from .observe import Observed, RunWatch, Telemetry, run_trace_id, start_digest
+from .observe import Observed, RunWatch, Telemetry
 
 
 class TelemetryUnavailable(DurableAgentError):

@@ -12,8 +12,6 @@ nothing. Standard library only: OpenTelemetry and prometheus_client are imported
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -37,21 +35,6 @@ if TYPE_CHECKING:
 # The worker's decisions on each step (-v: DEBUG), on the worker's logger, each line with its
 # step: replayed, ran, re-ran, recorded a human's result, failed, stopped for a human.
 log = logging.getLogger("durableagent.worker")
-
-
-def start_digest(run_started: Record | None) -> str:
-    """The sha256 (hex) of the run's start, the one the idempotency key takes its 12 hex
-    digits from (``journal.idempotency_key``): the run's time and input."""
-    seed = b""
-    if run_started is not None and run_started.type == RUN_STARTED:
-        seed = json.dumps([run_started.at, run_started.data], sort_keys=True).encode()
-    return hashlib.sha256(seed).hexdigest()
-
-
-def run_trace_id(run_started: Record | None) -> int:
-    """The run's 128-bit trace id: the first 32 hex digits of its start digest, the same for
-    every attempt of the run on every worker (never 0: that id is invalid)."""
-    return int(start_digest(run_started)[:32], 16) or 1
 
 
 def provider_of(model: object) -> str:

@@ -33,8 +33,8 @@ from opentelemetry.trace import (
 from ..messages import StepKind
 from ..outcome import Outcome
 from ..record import Record
+from ..step_index import run_trace_id, start_digest
 from ..steps import step_tool_name
-from .observe import run_trace_id, start_digest
 
 INSTRUMENTATION = "durableagent"
 
