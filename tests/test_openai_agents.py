@@ -828,3 +828,32 @@ async def test_a_call_of_an_unknown_tool_is_recorded_refused_so_none_stays_open(
     assert list(steps) == ["tool/1/0/teleport", "tool/1/1/lookup"]
     assert steps["tool/1/0/teleport"]["is_error"] is True
     assert plan(store.load("r2")).ending == PlanEnding.COMPLETED
+
+
+async def test_a_pause_stops_a_read_in_flight_and_a_resume_goes_on_from_the_journal(
+    store: FileStore, fake: FakeLLM, script: Script
+):
+    entered = asyncio.Event()
+    ran: list[str] = []
+
+    @function_tool
+    async def wait(n: int) -> str:
+        """Wait."""
+        ran.append(str(n))
+        if len(ran) == 1:
+            entered.set()
+            await asyncio.sleep(60)
+        return "waited"
+
+    script.turns += [calls(("wait", {"n": 1})), echo]
+    agent = durable(SdkAgent("waits", model=model(fake), tools=[wait]))
+    attempt = asyncio.create_task(run(config(agent, store), "r1", PROMPT))
+    await asyncio.wait_for(entered.wait(), 20)
+    signal(store, "r1", "pause", {}, by="ann", reason="vendor outage")
+    out = await asyncio.wait_for(attempt, 20)
+    assert out.status == Status.PAUSED and len(script.seen) == 1
+    signal(store, "r1", "resume", {}, by="ann")
+    done = await run(config(agent, store), "r1", None)
+    assert done.status == Status.COMPLETED and done.message is not None
+    assert done.message.content == "waited"
+    assert ran == ["1", "1"] and len(script.seen) == 2  # the read again; llm/1 replayed
