@@ -857,3 +857,29 @@ async def test_a_pause_stops_a_read_in_flight_and_a_resume_goes_on_from_the_jour
     assert done.status == Status.COMPLETED and done.message is not None
     assert done.message.content == "waited"
     assert ran == ["1", "1"] and len(script.seen) == 2  # the read again; llm/1 replayed
+
+
+async def test_the_sdks_own_retry_of_a_failed_request_never_asks_a_second_turn(
+    store: FileStore, fake: FakeLLM, script: Script
+):
+    """A request that failed left its step open; a retry policy of the SDK's would make the
+    same request again, inside the attempt: it gets the failure again, never ``llm/2``."""
+    from agents.retry import ModelRetryBackoffSettings, ModelRetrySettings
+    from fake_llm import Canned
+
+    retry = ModelRetrySettings(
+        max_retries=3,
+        backoff=ModelRetryBackoffSettings(initial_delay=0, max_delay=0),
+        policy=lambda ctx: True,
+    )
+    script.turns += [calls(("lookup", {"topic": "a"})), echo]
+    sdk = helpdesk(fake, [], model_settings=ModelSettings(retry=retry))
+    agent = durable(sdk)
+    fake.push(Canned(status=400, body={"error": {"message": "bad", "type": "invalid"}}))
+    with pytest.raises(Exception, match="bad"):
+        await run(config(agent, store), "r1", PROMPT)
+    assert len(fake.requests) == 1
+    assert [r.step for r in store.load("r1") if r.type == "step.started"] == ["llm/1"]
+    done = await run(config(agent, store), "r1", None)  # the open model step is asked again
+    assert done.status == Status.COMPLETED and done.message is not None
+    assert [s.name for s in view_store(store, "r1").steps] == ["llm/1", "tool/1/0/lookup", "llm/2"]
