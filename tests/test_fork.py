@@ -330,3 +330,30 @@ async def test_an_idempotent_write_left_open_refuses_the_fork(store: FileStore, 
     )
     with pytest.raises(ForkError, match="idempotent write whose key belongs to h1"):
         fork(store, "h1", "h2", at_step="llm/3")
+
+
+async def test_forking_a_cancelled_run_before_its_cancel_gives_a_ready_fork(
+    store: FileStore, side: Side
+) -> None:
+    """The run was cancelled while it waited for the ticket's approval. A fork at the model
+    step that asked, and one at the call itself (the cut comes after the cancel), leave the
+    cancel behind: each is ready, a worker runs it, and it asks for the approval again."""
+    config, _ = helpdesk(store, side)
+    out = await run(config, "c1", INPUT)
+    assert out.status == Status.AWAITING_APPROVAL
+    cancel = signal(store, "c1", "cancel", {}, by="ana", reason="wrong customer")
+    assert view_store(store, "c1").status == RunStatus.CANCELLED
+    for new, step in (("c1-llm", "llm/2"), ("c1-call", "tool/2/0/create_ticket")):
+        plan = plan_fork(store.load("c1"), "c1", new, at_step=step)
+        if step == "tool/2/0/create_ticket":
+            assert cancel.seq in [r.seq for r in plan.dropped_signals]
+        fork(store, "c1", new, at_step=step, by="bo", reason="the right customer")
+        assert not any(r.type == "signal" for r in store.load(new))
+        assert view_store(store, new).status == RunStatus.READY
+        (row,) = [s for s in store.summaries() if s.run_id == new]
+        assert row.status == RunStatus.READY
+        forked = await run(config, new, None)
+        assert forked.status == Status.AWAITING_APPROVAL
+        assert [p.step for p in forked.pending] == ["tool/2/0/create_ticket"]
+    assert side.tickets() == []
+    assert view_store(store, "c1").status == RunStatus.CANCELLED

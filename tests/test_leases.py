@@ -217,3 +217,31 @@ async def test_a_running_attempt_renews_its_lease_every_third_of_its_ttl(tmp_pat
     gaps = [(b - a) / 1e9 for a, b in itertools.pairwise(renewed)]
     # Every third of a ttl: a gap can only grow (a busy machine), so the shortest tells.
     assert min(gaps) < 0.75 * ttl, gaps
+
+
+def test_the_late_write_warning_holds_for_an_attempt_that_ran_long_before_its_write() -> None:
+    """An attempt that began an hour before its write, lost inside the write and taken over
+    a second after the write began: its worker may be paused, not dead, and the warning
+    says so. It is the attempt's last sign of life (the write's start) that counts, not its
+    beginning; a takeover long after that last sign says nothing."""
+    from durableagent.record import Record
+    from durableagent.stores.protocol import LOST, Attempt
+    from durableagent.takeover import late_write_note
+
+    t = 1_000_000.0
+    write = "tool/2/0/create_ticket"
+    records = [
+        Record(1, "run.started", "", "", {"input": []}, t),
+        Record(2, "step.started", "llm/1", "model", {}, t + 1),
+        Record(3, "step.completed", "llm/1", "model", {"role": "assistant"}, t + 2),
+        Record(4, "step.started", write, "tool", {"write": True}, t + 3600),
+    ]
+    holder = Attempt(1, "host-a", 1, t, 1, ended_at=t + 3601, ended=LOST)
+
+    def taken_over_at(at: float) -> list[Attempt]:
+        return [holder, Attempt(2, "host-b", 2, at, 5)]
+
+    note = late_write_note(records, taken_over_at(t + 3601), write, ttl=30.0)
+    assert "owner host-a, epoch 1" in note and "may still land" in note
+    assert "1s after its last record" in note
+    assert late_write_note(records, taken_over_at(t + 3600 + 61), write, ttl=30.0) == ""

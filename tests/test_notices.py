@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from durableagent import Pending, RunStatus, Summary
 from durableagent.notify.notices import notices_for, parse_kinds, stalled
 
@@ -80,3 +82,33 @@ def test_an_approval_lapsing_within_a_tenth_of_its_window_is_warned() -> None:
         summary(RunStatus.AWAITING_APPROVAL, pending=(p,)), now=NOW, store="my runs"
     )
     assert "--store 'my runs'" in with_quote[0].body(NOW)
+
+
+def test_two_calls_waiting_after_one_turn_are_two_notices_each_claimed_on_its_own() -> None:
+    calls = [Pending(f"tool/1/{i}/x#a{i}", f"tool/1/{i}/x", "x", {"i": i}) for i in range(2)]
+    both = notices_for(
+        summary(RunStatus.AWAITING_APPROVAL, pending=tuple(calls)), now=NOW, store="runs"
+    )
+    assert [n.kind for n in both] == ["approval", "approval"]
+    assert both[0].key != both[1].key  # what the store claims each under
+    for n, p in zip(both, calls, strict=True):
+        assert f"({p.step})" in n.waits_on and f"approve a1 '{p.marker}'" in n.body(NOW)
+        assert n.as_escalation().key != both[1 - calls.index(p)].as_escalation().key
+
+
+def test_an_over_budget_notice_raises_the_limit_the_run_stopped_at() -> None:
+    from durableagent.budget import Budget
+
+    def notice(budget: Budget, why: str, started_at: float = NOW - 60) -> str:
+        controls = json.dumps({"budget": budget.to_dict()})
+        s = summary(RunStatus.OVER_BUDGET, waiting_on=why, controls=controls, started_at=started_at)
+        (n,) = notices_for(s, now=NOW, store="runs")
+        return n.commands[0]
+
+    calls_only = notice(Budget(model_calls=1), "over budget: model calls: 1 made of a limit of 1")
+    assert calls_only == "agentrun budget a1 --add model_calls=10 --reason WHY --store runs"
+    both = Budget(tokens=1000, tool_calls=3)
+    assert "--add tool_calls=10 " in notice(both, "over budget: tool calls: 3 made of a limit of 3")
+    assert "--add tokens=100000 " in notice(both, "over budget: tokens: 900 spent + 400 ...")
+    late = notice(Budget(deadline=3600), "over budget: deadline: 3h since ...", NOW - 3 * 3600)
+    assert "--add deadline=3h " in late  # 2h overdue, and an hour more

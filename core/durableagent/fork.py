@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import hints
 from .budget import Budget
 from .calls import marker_step, replies, requested_markers
 from .control import Controls
@@ -326,8 +327,8 @@ def _refuse_open_writes(
             )
         else:
             why = (
-                f": it may or may not have happened. Reconcile it first (agentrun reconcile "
-                f"{run_id} {step} --done RESULT, or --retry), or fork at {step}"
+                f": it may or may not have happened. Reconcile it first "
+                f"({hints.reconcile_done(run_id, step)}, or --retry), or fork at {step}"
             )
         raise ForkError(run_id, head + why)
 

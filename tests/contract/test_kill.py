@@ -95,3 +95,33 @@ def test_sigkill_inside_a_read_and_a_write_across_five_workers(
         "indeterminate",
         "completed",
     ]
+
+
+def test_a_reconcile_retry_whose_write_ran_again_and_died_again_is_applied(
+    any_store: Store, store_spec: str, tmp_path: Path
+):
+    """The retry a human asked for happened: the write started again (its start is in the
+    journal), even though its worker was SIGKILLed inside it once more and no result came."""
+    from durableagent.audit import decisions
+
+    store, side = any_store, Side(tmp_path / "side")
+    step = "tool/2/0/create_ticket"
+    o1 = outcome(worker(store_spec, side, 1))
+    assert o1["status"] == "awaiting_approval"
+    signal(store, "a1", "approve", {"marker": o1["pending"][0]["marker"]}, by="alice")
+    assert worker(store_spec, side, 2, "write").returncode == -sig.SIGKILL
+    lease_ends(store)
+    retry = signal(store, "a1", "reconcile", Reconcile(step, "retry"), by="cy", reason="not filed")
+    *_, asked = decisions(store.load("a1"), "a1")
+    assert (asked.decision, asked.effect) == ("reconciled_retry", "pending")
+
+    assert worker(store_spec, side, 3, "write").returncode == -sig.SIGKILL  # died again
+    lease_ends(store)
+    assert len(side.tickets()) == 2
+    again = [r.seq for r in store.load("a1") if r.type == "step.started" and r.step == step]
+    assert len(again) == 2 and again[1] > retry.seq
+    assert not any(r.type == "step.completed" and r.step == step for r in store.load("a1"))
+    *_, done = decisions(store.load("a1"), "a1")
+    assert (done.decision, done.effect, done.by) == ("reconciled_retry", "applied", "cy")
+    assert done.note == f"the write ran again (seq {again[1]})"
+    assert view_store(store, "a1").status == RunStatus.INDETERMINATE

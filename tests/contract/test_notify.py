@@ -23,7 +23,8 @@ from durableagent.testing import JournalWriter
 
 def awaiting(store: Store, run_id: str, summary: str = "VPN access") -> str:
     """A run waiting for approval of create_ticket; its marker."""
-    j = JournalWriter(store, run_id, time.time() - 300)  # its records 1 s apart from then
+    # Its records 1 s apart from 4.5 min ago: a notice says "waiting 4m" for about 25 s more.
+    j = JournalWriter(store, run_id, time.time() - 270)
     j.start("please file it")
     with j.attempt("host-a:1"):
         (p,) = j.asks(1, ToolCall("c1", "create_ticket", {"summary": summary}))
@@ -165,7 +166,7 @@ def test_a_run_that_stopped_needing_a_human_before_escalate_after_is_not_escalat
         awaiting(any_store, "a1")
         awaiting(any_store, "b1")
         (target,) = check_targets([boss.url])
-        with notifying(any_store, first.url, escalate_after=8.0, escalate_to=[target]):
+        with notifying(any_store, first.url, escalate_after=12.0, escalate_to=[target]):
             first.wait(lambda ms: len(ms) >= 2, timeout=30)
             signal(any_store, "a1", "cancel", {}, by="ana", reason="not needed after all")
             boss.wait(lambda ms: any("b1" in str(m["title"]) for m in ms), timeout=60)

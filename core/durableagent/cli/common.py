@@ -161,3 +161,10 @@ def no_run(run_id: str, store: Store) -> Refused:
 def describe(store: Store) -> str:
     """Where a store is, for messages (a URL never shows its password)."""
     return str(getattr(store, "description", store))
+
+
+def hint_store(args: argparse.Namespace, store: Store) -> str | None:
+    """The ``--store`` a hint names: none for the default store (a hint pasted in the same
+    shell finds it), else the store as messages name it (a URL without its password: the
+    server's usual ways of giving one, PGPASSWORD or ~/.pgpass, still apply)."""
+    return None if args.store == default_store() else describe(store)
