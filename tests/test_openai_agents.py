@@ -883,3 +883,16 @@ async def test_the_sdks_own_retry_of_a_failed_request_never_asks_a_second_turn(
     done = await run(config(agent, store), "r1", None)  # the open model step is asked again
     assert done.status == Status.COMPLETED and done.message is not None
     assert [s.name for s in view_store(store, "r1").steps] == ["llm/1", "tool/1/0/lookup", "llm/2"]
+
+
+def test_a_deploys_fingerprint_sees_the_agents_tools_model_and_instructions(fake: FakeLLM):
+    from durableagent.deploys import code_of
+
+    first = code_of(durable(helpdesk(fake, [])).config)
+    assert sorted(first.schemas) == ["create_ticket", "lookup"]
+    assert first.fingerprint["model"] == "fake-model"
+    changed = helpdesk(fake, [])
+    changed.instructions = "You are a different helpdesk."
+    again = code_of(durable(changed).config)
+    assert again.fingerprint["prompt"] != first.fingerprint["prompt"]
+    assert again.fingerprint["tools"] == first.fingerprint["tools"]
