@@ -254,6 +254,16 @@ def test_what_cannot_be_made_durable_is_refused_in_one_line(fake: FakeLLM):
     cases.append(
         (SdkAgent("p", model=model(fake), tools=[pay]), "write 'pay' has a failure_error_function")
     )
+
+    @function_tool(timeout=5)
+    async def wire(amount: int) -> str:
+        """Wire."""
+        return "wired"
+
+    wire.name = "pay"
+    cases.append(
+        (SdkAgent("w", model=model(fake), tools=[wire]), "write 'pay' has timeout_seconds")
+    )
     for agent, says in cases:
         with pytest.raises(NotDurableError) as e:
             durable(agent, writes=["pay"])
