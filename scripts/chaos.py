@@ -26,10 +26,13 @@ checked:
   attempt (seqs are given at append under the run's lock, so a record at or past that seq
   was appended after the next attempt took the lease);
 - corrupt or lost records: every journal loads (crc, consecutive seqs), and every write the
-  journal says happened is in the ledger under its key.
+  journal says happened is in the ledger under its key;
+- unwarned reconciles: the human read the run (``view_store``) just before deciding; when
+  the write's holder was a worker still alive (paused, say) and had not been taken over,
+  the run must have said its write may still land (``late_write``).
 
 Exit 1 on any doubled write, unfinished run, stale record, corrupt journal, lost effect,
-worker that exited on its own, or error the human met.
+unwarned reconcile, worker that exited on its own, or error the human met.
 
     python scripts/chaos.py --store DIR_OR_URL --workers 4 --runs 100 --kills 50 \\
         --stops 10 --terminates 20 --restart
@@ -70,6 +73,7 @@ from durableagent import (
     idempotency_key,
     open_store,
     submit,
+    view_store,
 )
 from durableagent import signal as send_signal
 from durableagent.record import STEP_COMPLETED, STEP_STARTED, Record
@@ -129,6 +133,8 @@ class Report:
     attempts: int = 0
     attempts_ended: Counter[str] = field(default_factory=Counter)
     reconciled: Counter[str] = field(default_factory=Counter)
+    warned: int = 0  # reconciles the run warned of: its write's holder may still write
+    unwarned: list[str] = field(default_factory=list)  # a live, silent holder, no warning
     failed_retried: list[str] = field(default_factory=list)
     worker_exits: list[str] = field(default_factory=list)
     start_refused: list[str] = field(default_factory=list)  # the store down when it started
@@ -144,6 +150,7 @@ class Report:
             or self.stale_records
             or self.corrupt
             or self.lost_effects
+            or self.unwarned
             or self.worker_exits
             or self.human_errors
         )
@@ -173,6 +180,8 @@ class Report:
             f"ledger has nothing): {len(self.lost_effects)}",
             f"human: reconciled {kv(self.reconciled)}; failed runs retried "
             f"{len(self.failed_retried)}",
+            f"reconciles warned that the holder may still write: {self.warned}; with a live "
+            f"holder and no warning: {len(self.unwarned)}",
             f"worker exits not caused by the chaos run: {len(self.worker_exits)}; workers "
             f"that found the store down when they started (and exited 1): "
             f"{len(self.start_refused)}",
@@ -185,6 +194,7 @@ class Report:
             ("stale record", self.stale_records),
             ("corrupt", self.corrupt),
             ("lost effect", self.lost_effects),
+            ("unwarned reconcile", self.unwarned),
             ("failed run retried", self.failed_retried),
             ("worker exit", self.worker_exits),
             ("worker start refused", self.start_refused),
@@ -474,6 +484,7 @@ class Chaos:
             # it; from now on the ledger refuses every epoch the run has had so far.
             attempts = self.store.attempts(run_id)
             self.ledger.close(run_id, max((a.epoch for a in attempts), default=0) + 1)
+        self.look_for_the_warning(run_id, step)
         records = self.store.load(run_id)
         key = idempotency_key(run_id, step, records[0] if records else None)
         found = self.ledger.find(key)
@@ -489,6 +500,26 @@ class Chaos:
         except SignalError:
             return  # decided already, or the run moved on since the look
         self.report.reconciled[how.outcome] += 1
+
+    def look_for_the_warning(self, run_id: str, step: str) -> None:
+        """What the human reads before deciding: while the write's holder is a worker still
+        alive (paused, say) and no attempt has taken over, the run must say that its write
+        may still land."""
+        view = view_store(self.store, run_id)
+        if view.late_write:
+            self.report.warned += 1
+            return
+        if self.store.leases_die_with_holder:
+            return  # a live holder keeps its flock: the run shows as running, not here
+        attempts = self.store.attempts(run_id)
+        start = max((r.seq for r in view.records if r.step == step), default=0)
+        ran = [a for a in attempts if a.first_seq <= start]
+        if not ran or ran[-1] is not attempts[-1] or ran[-1].ended not in (None, "lost"):
+            return  # taken over since, or its holder said how it ended
+        pid = ran[-1].owner.rpartition(":")[2]
+        alive = [w for w in list(self.workers) if str(w.pid) == pid and w.alive()]
+        if alive:
+            self.report.unwarned.append(f"{run_id} {step}: holder {ran[-1].owner} alive")
 
     def retry_failed(self, run_id: str, error: str) -> None:
         from durableagent.worker import DEFAULT_MAX_ATTEMPTS, read_attempts

@@ -568,6 +568,32 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         '            keep = name == "reconcile" and r.step in started',
         '            keep = name == "cancel" or (name == "reconcile" and r.step in started)',
     ),
+    "a15-silent-holder-not-warned": (
+        "an open write whose holder's lease expired shows no warning once two ttls of silence "
+        "passed with no takeover (the holder may be paused, and its write may still land)",
+        "takeover.py",
+        "    took_over = later[0].started_at if later else None",
+        "    took_over = later[0].started_at if later else now",
+    ),
+    "a16-dead-holder-warned": (
+        "a holder whose process is known to be gone is warned of as if it might still write",
+        "takeover.py",
+        "    if known_dead(holder.owner, workers):",
+        "    if False:",
+    ),
+    "a17-run-started-under-its-own-call": (
+        "a worker starts a run again while a call of its earlier attempt still runs in the "
+        "worker's own threads (two attempts of one run in one process)",
+        "worker/serve.py",
+        "        if self._call_in_flight(run_id):\n            return\n",
+        "",
+    ),
+    "a18-tool-threads-not-counted": (
+        "a sync tool's thread is not counted as a call of its run in flight",
+        "tools/base.py",
+        "    with in_flight(run_id):\n        return fn(arguments, **extra)",
+        '    with in_flight(""):\n        return fn(arguments, **extra)',
+    ),
     # Pydantic AI under the journal (integrations/pydantic_ai): its own tests catch these.
     "p01-pydantic-turn-runs-before-approval": (
         "a Pydantic AI turn's reads run while another of its calls waits for a human",
@@ -604,6 +630,62 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "integrations/pydantic_ai/shapes.py",
         'content = recorded.get("content", "") if isinstance(recorded, dict) else ""',
         'content = ""',
+    ),
+    # Deploys (issue 25): a resume checks the run's journal against the new code first.
+    "d01-removed-tool-passes": (
+        "a pending call whose tool is gone is let through to the new code",
+        "deploys.py",
+        "        if call.tool not in code.schemas:\n            blockers.append(",
+        "        if call.tool not in code.schemas:\n            continue\n"
+        "            blockers.append(",
+    ),
+    "d02-new-schema-not-checked": (
+        "recorded arguments are not validated against the tool's new schema",
+        "deploys.py",
+        "        problem = schema_problem(new, call.arguments)",
+        "        problem = None",
+    ),
+    "d03-new-required-argument-ignored": (
+        "an argument the new schema requires is not looked for",
+        "deploys.py",
+        '        for name in schema.get("required") or ():',
+        "        for name in ():",
+    ),
+    "d04-incompatible-run-runs-anyway": (
+        "the worker runs an incompatible run instead of stopping before any step",
+        "run.py",
+        "            if blocked:",
+        "            if False:",
+    ),
+    "d05-asked-call-forgotten": (
+        "a call a human was asked about is not checked once the new gate no longer gates it",
+        "deploys.py",
+        "        human = marker in approved or marker in asked or gate.needs_approval(call.tool)",
+        "        human = marker in approved or gate.needs_approval(call.tool)",
+    ),
+    "d06-completed-call-blocks": (
+        "a completed call of a changed tool blocks instead of replaying",
+        "deploys.py",
+        "        if step in completed or marker in settled or gate.is_denied(call.tool):",
+        "        if marker in settled or gate.is_denied(call.tool):",
+    ),
+    "d07-incompatible-is-ready": (
+        "an incompatible run reads as ready: the workers retry it in a loop",
+        "fold.py",
+        "        if self.incompatible(outcome):\n            return RunStatus.INCOMPATIBLE\n",
+        "",
+    ),
+    "d08-accepted-call-runs": (
+        "after accept-change the old call runs (or is asked again) with its old arguments",
+        "run.py",
+        "        denied.setdefault(marker, text)",
+        "        pass",
+    ),
+    "d09-accept-change-unchecked": (
+        "accept-change is not validated under the journal's lock",
+        "signals.py",
+        "        if call is None or marker_for(at, call.arguments) != marker:",
+        "        if False:",
     ),
     "t01-summary-folds-records-twice": (
         "a summary disagrees with its journal (a check's re-read folded onto the tip)",
@@ -704,6 +786,15 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            provider = JournalProvider(provider)",
         "            provider = JournalProvider(RunConfig().model_provider)",
     ),
+    "h01-bulk-retry-writes-no-signal": (
+        "a bulk retry (retry --where, R on marked runs) clears the failure count and writes no "
+        "retry signal: who retried, and why, is lost to the audit",
+        "bulk.py",
+        "            actions.retry(store, t.run_id, by=by, reason=reason, status=t.status)\n",
+        "            if t.status != RunStatus.FAILED:\n"
+        "                raise DurableAgentError(f'run {t.run_id} is {t.status}, not failed')\n"
+        "            store.clear_failures(t.run_id)\n",
+    ),
 }
 
 TESTS = [
@@ -726,6 +817,8 @@ TESTS = [
     "tests/test_fork.py",
     "tests/test_audit.py",
     "tests/test_postgres.py",
+    "tests/test_late_write.py",
+    "tests/test_deploys.py",
 ]
 
 # The tests of a file outside the core, run besides TESTS for its mutants.
@@ -733,6 +826,7 @@ MORE_TESTS = {
     "tui/durableagent_tui/web.py": ["tests/test_web_guard.py"],
     "copying.py": ["tests/test_store_commands.py"],
     "cli/bulk.py": ["tests/test_bulk.py"],
+    "bulk.py": ["tests/test_bulk.py"],
 }
 # An integration's mutants run its own tests only: the core's tests never load it.
 INTEGRATION_TESTS = {
@@ -750,6 +844,9 @@ OWN_TESTS = {
     "hints.py": ["tests/test_hints.py"],
     "demo/": ["tests/test_demo_notices.py"],
 }
+# The deploy rule's mutants (d..) run the rule's own tests, in this process and with real
+# workers on both stores: the whole core list takes over 20 minutes per mutant.
+RULE_TESTS = {"d": ["tests/test_deploys.py", "tests/test_deploys_workers.py"]}
 
 
 def run_mutant(name: str, work: Path) -> list[str]:
@@ -766,6 +863,9 @@ def run_mutant(name: str, work: Path) -> list[str]:
     tests = TESTS + MORE_TESTS.get(file, [])
     for folder, own in {**INTEGRATION_TESTS, **OWN_TESTS}.items():
         if file.startswith(folder):
+            tests = own
+    for prefix, own in RULE_TESTS.items():
+        if name.startswith(prefix) and name[1:3].isdigit():
             tests = own
     out = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", *tests],

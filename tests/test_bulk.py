@@ -270,6 +270,33 @@ def test_a_bulk_retry_does_what_agentrun_retry_does(
     assert store.read_failures("vpn-access") is None
 
 
+def test_a_bulk_retry_records_who_retried_and_why_and_the_audit_shows_it(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``retry --where`` once only cleared the failure count: no signal, so ``by`` and
+    ``reason`` were lost and the audit could not say who retried. It is agentrun retry's."""
+    store = FileStore(demo)
+    before = journals(demo)
+    code, out, _ = run(
+        capsys, "retry", "--where", "status:failed", "--by", "ana", "--reason", "vpn fixed",
+        "--yes", "--store", str(demo),
+    )  # fmt: skip
+    assert code == 0, out
+    assert "applied  vpn-access will be retried" in out
+    last = store.load("vpn-access")[-1]
+    assert last.type == "signal"
+    said = (last.data["name"], last.data["by"], last.data["reason"])
+    assert said == ("retry", "ana", "vpn fixed")
+    assert store.read_failures("vpn-access") is None
+    after = journals(demo)
+    changed = {name for name in after if after[name] != before.get(name)}
+    assert {n for n in changed if n.endswith(".jsonl")} == {"vpn-access.jsonl"}
+    code, out, _ = run(capsys, "audit", "--run", "vpn-access", "--json", "--store", str(demo))
+    assert code == 0
+    (retried,) = [d for d in map(json.loads, out.splitlines()) if d["decision"] == "retried"]
+    assert (retried["by"], retried["reason"]) == ("ana", "vpn fixed")
+
+
 @pytest.mark.parametrize(
     "argv, says",
     [

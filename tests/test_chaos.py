@@ -111,7 +111,8 @@ def test_no_write_doubles_and_every_run_finishes_under_faults_inside_writes(chao
         waiting(chaos, lambda: "stuck" in (holder(run_id) or {}), "the holder stuck", run_id)
     else:
         # Its lease expires; another worker finishes the run (the human reconciling the
-        # open write from the ledger) before the paused one wakes with its write.
+        # open write from the ledger, warned that the silent holder may still write) before
+        # the paused one wakes with its write.
         waiting(chaos, lambda: completed(chaos, run_id), "the takeover", run_id)
     chaos.wake(w)
 
@@ -129,6 +130,11 @@ def test_no_write_doubles_and_every_run_finishes_under_faults_inside_writes(chao
     assert report.unfinished == {}, report.text()
     assert report.stale_records == [], report.text()
     assert report.corrupt == [] and report.lost_effects == [], report.text()
+    # The window between the paused holder's lease expiring and a takeover: the human who
+    # reconciled its write then was told that it may still land.
+    assert report.unwarned == [], report.text()
+    if pg:
+        assert report.warned >= 1, report.text()
     assert report.worker_exits == [], report.text()
     assert report.finished == report.runs == len(chaos.run_ids) > 0
     assert report.effects == report.write_steps == 2 * report.runs, report.text()

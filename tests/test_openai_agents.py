@@ -804,3 +804,27 @@ async def test_a_worker_traces_an_agents_sdk_run_and_marks_its_replayed_steps(
     assert chat["gen_ai.provider.name"] == "openai"
     assert (chat["gen_ai.usage.input_tokens"], chat["gen_ai.usage.output_tokens"]) == (100, 11)
     assert steps[2][1].attributes["durableagent.tool.write"] is True
+
+
+async def test_a_call_of_an_unknown_tool_is_recorded_refused_so_none_stays_open(
+    store: FileStore, fake: FakeLLM, script: Script
+):
+    """The SDK raises on a tool it does not know, or, with ``tool_not_found_behavior=
+    "return_error_to_model"``, answers the model itself: either way the call has its step."""
+    effects: list[str] = []
+    script.turns += [calls(("teleport", {}), ("lookup", {"topic": "a"})), echo]
+    sdk = helpdesk(fake, effects)
+    raising = durable(sdk)
+    with pytest.raises(Exception, match="Tool teleport not found"):
+        await run(config(raising, store), "r1", PROMPT)
+    steps = {s.name: s.result for s in view_store(store, "r1").steps if s.kind == "tool"}
+    assert steps["tool/1/0/teleport"]["content"] == "unknown tool 'teleport' for agent 'helpdesk'"
+
+    answering = durable(sdk, run_config=RunConfig(tool_not_found_behavior="return_error_to_model"))
+    done = await run(config(answering, store), "r2", PROMPT)
+    assert done.status == Status.COMPLETED, done
+    assert effects == ["lookup:a"]
+    steps = {s.name: s.result for s in view_store(store, "r2").steps if s.kind == "tool"}
+    assert list(steps) == ["tool/1/0/teleport", "tool/1/1/lookup"]
+    assert steps["tool/1/0/teleport"]["is_error"] is True
+    assert plan(store.load("r2")).ending == PlanEnding.COMPLETED

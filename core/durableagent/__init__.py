@@ -12,6 +12,7 @@ from .audit import Audit, Decision, audit, decisions
 from .budget import Budget, BudgetError, parse_budget
 from .calls import marker_for, marker_step
 from .control import Control
+from .deploys import Blocker, Code, Verdict, code_of, made_by, schema_problem, verdict
 from .errors import (
     AgentLostError,
     AgentStartError,
@@ -54,7 +55,7 @@ from .outcome import Outcome, Status
 from .plan import Plan, PlanAction, PlanEnding, PlanStep, plan
 from .record import Record
 from .run import Config, run, submit
-from .signals import signal
+from .signals import accept_change, signal
 from .steps import model_step, parse_step, step_tool_name, tool_step
 from .stores import Attempt, FileStore, Lease, Store, Summary, open_store
 from .tools import Cancelled, Result, Tool, ToolContext
@@ -88,9 +89,11 @@ __all__ = [
     "AgentStartError",
     "Attempt",
     "Audit",
+    "Blocker",
     "Budget",
     "BudgetError",
     "Cancelled",
+    "Code",
     "Config",
     "Control",
     "CorruptJournalError",
@@ -153,9 +156,12 @@ __all__ = [
     "ToolNameCollisionError",
     "ToolPolicyError",
     "Turns",
+    "Verdict",
     "Worker",
+    "accept_change",
     "audit",
     "check_run_id",
+    "code_of",
     "decisions",
     "fork",
     "fork_points",
@@ -163,6 +169,7 @@ __all__ = [
     "forks_of",
     "gate_for",
     "idempotency_key",
+    "made_by",
     "marker_for",
     "marker_step",
     "mcp_tools",
@@ -174,12 +181,14 @@ __all__ = [
     "plan_fork",
     "run",
     "run_loop",
+    "schema_problem",
     "signal",
     "step_tool_name",
     "submit",
     "tool",
     "tool_step",
     "valid_run_id",
+    "verdict",
     "view_run",
     "view_store",
 ]

@@ -28,6 +28,7 @@ ENDINGS: dict[str | None, str] = {
     "cancelled": "cancelled",
     "paused": "paused",
     "over_budget": "over budget",
+    "incompatible": "incompatible",
     "moved": "moved",
     LOST: "lost",
     STOPPED: "stopped",
@@ -148,9 +149,13 @@ def reruns(records: Sequence[Record]) -> set[int]:
 
 
 def divider_text(span: Span) -> str:
-    """``worker-2 · lost · replayed 4 · ran 2 · re-ran llm/3``: the attempt in one line."""
+    """``worker-2 · v2026.12.03 · completed · replayed 4 · ran 2 · re-ran llm/3``: the attempt
+    in one line (its code's version when its outcome recorded one)."""
     a = span.attempt
-    parts = [a.owner or "owner unknown", span.ending]
+    parts = [a.owner or "owner unknown"]
+    if a.outcome is not None and a.outcome.version:
+        parts.append(a.outcome.version)  # the code that ran it (deploys.py)
+    parts.append(span.ending)
     if span.replayed:
         parts.append(f"replayed {len(span.replayed)}")
     if span.ran:

@@ -9,7 +9,9 @@ run refused is reported with the reason; nothing is written for it.
 
 Which call an approve or deny by query decides: every pending call of each selected run whose
 tool passes the query's ``tool:`` terms (all of a run's pending calls when there is none).
-``retry`` is ``agentrun retry`` for each run: a failed run's worker attempts counted afresh.
+``retry`` is ``agentrun retry`` for each run: a ``retry`` signal (who and why, for the audit)
+and the failed run's worker attempts counted afresh. Every action is the one function of
+durableagent.actions that its single-run command and the TUI call too.
 """
 
 from __future__ import annotations
@@ -19,20 +21,20 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from . import actions
 from .errors import DurableAgentError
 from .fold import RunStatus, Summary
 from .query import Query, QueryError
-from .signals import signal
 from .stores import Store
 
 
 @dataclass(frozen=True)
 class Action:
-    """One bulk action: the signal it writes (None: a retry, which writes none), what it does
-    in words, and whether a human must say why."""
+    """One bulk action: the signal it writes, what it does in words, and whether a human
+    must say why."""
 
     name: str
-    signal: str | None
+    signal: str
     verb: str  # "cancel", "approve", ... as the plan says it ("will cancel 3 runs")
     past: str  # "cancelled", ... as the report says it
     needs_reason: bool = False
@@ -45,7 +47,7 @@ ACTIONS: dict[str, Action] = {
         Action("cancel", "cancel", "cancel", "cancelled", needs_reason=True),
         Action("pause", "pause", "pause", "paused", needs_reason=True),
         Action("resume", "resume", "resume", "resumed"),
-        Action("retry", None, "retry", "will be retried"),
+        Action("retry", "retry", "retry", "will be retried"),
         Action("approve", "approve", "approve", "approved", per_call=True),
         Action("deny", "deny", "deny", "denied", per_call=True),
     )
@@ -54,8 +56,8 @@ ACTIONS: dict[str, Action] = {
 
 @dataclass(frozen=True)
 class Target:
-    """What an action will do to one run: the signals it writes, in order (a retry: none),
-    and ``calls``, the pending calls' tool names an approve or deny decides."""
+    """What an action will do to one run: the signals it writes, in order, and ``calls``,
+    the pending calls' tool names an approve or deny decides."""
 
     run_id: str
     status: RunStatus
@@ -118,10 +120,7 @@ def plan_action(
     targets = []
     for s in runs:
         if not action.per_call:
-            payload: tuple[tuple[str, dict[str, Any]], ...] = ()
-            if action.signal is not None:
-                payload = ((action.signal, {}),)
-            targets.append(Target(s.run_id, s.status, payload))
+            targets.append(Target(s.run_id, s.status, ((action.signal, {}),)))
             continue
         calls = [p for p in s.pending if query is None or query.wants_tool(p.tool)]
         note = "" if calls else _nothing_pending(s, action)
@@ -168,33 +167,22 @@ def apply_action(
 def _apply_one(store: Store, action: Action, t: Target, by: str | None, reason: str | None) -> Done:
     if t.note:
         return Done(t.run_id, False, t.note)
-    if action.signal is None:
-        return _retry(store, t)
     written = 0
     try:
+        if action.name == "retry":
+            # Failed in the listing the plan was made from (taken just before: see replan);
+            # a summary read again here would fold its journal, 10,000 times over.
+            actions.retry(store, t.run_id, by=by, reason=reason, status=t.status)
+            return Done(
+                t.run_id, True, f"{t.run_id} will be retried by the next worker that looks", 1
+            )
         for name, payload in t.signals:
-            signal(store, t.run_id, name, payload, by=by, reason=reason)
+            actions.act(store, t.run_id, name, payload, by=by, reason=reason)
             written += 1
     except DurableAgentError as e:
         return Done(t.run_id, False, str(e), written)
     what = f" ({', '.join(t.calls)})" if t.calls else ""
     return Done(t.run_id, True, f"{action.past} {t.run_id}{what}", written)
-
-
-def _retry(store: Store, t: Target) -> Done:
-    """``agentrun retry`` of one run: refused unless it is failed in the listing the plan was
-    made from (taken just before: see ``replan``), else its workers' failure count cleared.
-    (A run's summary read again here would fold its journal: 10,000 of them cost more than the
-    retries.)"""
-    from .worker import reset_attempts
-
-    if t.status != RunStatus.FAILED:
-        return Done(t.run_id, False, f"run {t.run_id} is {t.status}, not failed: nothing to retry")
-    try:
-        reset_attempts(store, t.run_id)
-    except DurableAgentError as e:
-        return Done(t.run_id, False, str(e))
-    return Done(t.run_id, True, f"{t.run_id} will be retried by the next worker that looks")
 
 
 def replan(store: Store, action: Action, targets: list[Target], query: Query) -> list[Target]:

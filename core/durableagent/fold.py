@@ -34,6 +34,9 @@ class RunStatus(enum.StrEnum):
     RUNNING = "running"
     INDETERMINATE = "indeterminate"
     OVER_BUDGET = "over_budget"  # it stopped at a limit: `agentrun budget` lets it go on
+    # A new version cannot take over a call it would run (deploys.py): fork, cancel or
+    # accept the change
+    INCOMPATIBLE = "incompatible"
     AWAITING_APPROVAL = "awaiting_approval"
     PAUSED = "paused"  # a pause signal: no attempt starts until a resume
     FAILED = "failed"
@@ -45,6 +48,7 @@ NEEDS_HUMAN = frozenset(
         RunStatus.CORRUPT,
         RunStatus.INDETERMINATE,
         RunStatus.OVER_BUDGET,
+        RunStatus.INCOMPATIBLE,
         RunStatus.AWAITING_APPROVAL,
         RunStatus.FAILED,
     }
@@ -141,6 +145,12 @@ class Fold:
             payload = payload if isinstance(payload, dict) else {}
             if name in ("approve", "deny"):
                 self.decided.add(str(payload.get("marker")))
+            elif name == "accept-change":
+                # Each call it names is answered as changed, never run: decided.
+                calls = payload.get("calls")
+                for c in calls if isinstance(calls, list) else ():
+                    if isinstance(c, dict) and c.get("marker"):
+                        self.decided.add(str(c["marker"]))
             elif name == "reconcile" and r.step in self.open:
                 self.open[r.step][2] = True
         elif t == RUN_COMPLETED:
@@ -175,6 +185,15 @@ class Fold:
             and outcome.seq >= self.controls.budget_seq
         )
 
+    def incompatible(self, outcome: Outcome | None) -> bool:
+        """The last attempt found a call this version cannot take over, and nothing was
+        recorded since (a signal makes it ready: the next attempt checks again, once)."""
+        return (
+            outcome is not None
+            and outcome.status == Status.INCOMPATIBLE
+            and outcome.seq >= self.last_seq
+        )
+
     def status(self, outcome: Outcome | None = None, leased: bool = False) -> RunStatus:
         """The status (SPEC §5, §10), given the last attempt's outcome and whether the lease
         is held: the first rule that matches. (A journal that does not load is ``corrupt``
@@ -194,6 +213,8 @@ class Fold:
             return RunStatus.INDETERMINATE
         if self.over_budget(outcome):
             return RunStatus.OVER_BUDGET
+        if self.incompatible(outcome):
+            return RunStatus.INCOMPATIBLE
         if self.pending(outcome):
             return RunStatus.AWAITING_APPROVAL
         if c.paused is not None:
@@ -211,7 +232,7 @@ class Fold:
             return self.controls.cancelled.says()
         if status == RunStatus.PAUSED and self.controls.paused is not None:
             return self.controls.paused.says()
-        if status == RunStatus.OVER_BUDGET and outcome is not None:
+        if status in (RunStatus.OVER_BUDGET, RunStatus.INCOMPATIBLE) and outcome is not None:
             return outcome.error
         if status == RunStatus.MOVED:
             return f"moved to {self.moved_to}"

@@ -89,6 +89,16 @@ def raise_budget(
     return f"agentrun budget {_q(run)} --add {limit}={amount} --reason WHY{_where(store)}"
 
 
+def accept_change(run: str, store: str | None = None) -> str:
+    """Let an incompatible run go on with the new code (docs/deploys.md)."""
+    return f"agentrun accept-change {_q(run)} --reason WHY{_where(store)}"
+
+
+def cancel(run: str, store: str | None = None) -> str:
+    """Cancel a run for good."""
+    return f"agentrun cancel {_q(run)} --reason WHY{_where(store)}"
+
+
 def worker(store: str | None = None) -> str:
     """Start a worker on the store."""
     return f"agentrun worker --agent MODULE:ATTR{_where(store)}"

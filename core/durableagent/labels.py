@@ -10,6 +10,7 @@ STATUS_GLYPH: dict[RunStatus, str] = {
     RunStatus.CORRUPT: "⊘",
     RunStatus.INDETERMINATE: "✖",
     RunStatus.OVER_BUDGET: "◆",
+    RunStatus.INCOMPATIBLE: "≠",
     RunStatus.AWAITING_APPROVAL: "▲",
     RunStatus.FAILED: "✗",
     RunStatus.RUNNING: "●",

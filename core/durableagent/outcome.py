@@ -21,6 +21,9 @@ class Status(enum.StrEnum):
     CANCELLED = "cancelled"  # a cancel signal stopped it
     PAUSED = "paused"  # a pause signal stopped it until a resume
     OVER_BUDGET = "over_budget"  # its next step would have broken a limit of its budget
+    # A call it would run does not fit this version's code (a tool gone, arguments its new
+    # schema rejects): it stopped before any step (issue 25, deploys.py)
+    INCOMPATIBLE = "incompatible"
 
 
 @dataclass(frozen=True)
@@ -33,9 +36,14 @@ class Outcome:
     step: str = ""
     error: str = ""
     seq: int = 0
+    # The code that ran the attempt (deploys.Code): its version label and fingerprint.
+    version: str = ""
+    fingerprint: dict[str, Any] | None = None
+    # An incompatible attempt's calls (deploys.Blocker dicts): what a human decides on.
+    blocked: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "status": str(self.status),
             "message": None if self.message is None else self.message.to_dict(),
             "pending": [p.to_dict() for p in self.pending],
@@ -43,6 +51,14 @@ class Outcome:
             "error": self.error,
             "seq": self.seq,
         }
+        # Only when set: older outcomes and readers stay as they were.
+        if self.version:
+            d["version"] = self.version
+        if self.fingerprint:
+            d["fingerprint"] = self.fingerprint
+        if self.blocked:
+            d["blocked"] = list(self.blocked)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Outcome:
@@ -54,4 +70,7 @@ class Outcome:
             step=str(d.get("step") or ""),
             error=str(d.get("error") or ""),
             seq=int(d.get("seq") or 0),
+            version=str(d.get("version") or ""),
+            fingerprint=d.get("fingerprint") if isinstance(d.get("fingerprint"), dict) else None,
+            blocked=tuple(b for b in d.get("blocked") or () if isinstance(b, dict)),
         )

@@ -16,12 +16,13 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .budget import over_budget
 from .calls import Call, requested_calls
 from .control import Controls
+from .deploys import Code, asked_of, verdict
 from .gate import PolicyGate
 from .messages import Message
 from .outcome import Outcome, Status
@@ -43,6 +44,7 @@ class PlanAction(enum.StrEnum):
     REFUSED = "refused"  # denied: its refusal is recorded as the call's error result
     NOT_REACHED = "not reached"  # after the step the attempt stops at
     OVER_BUDGET = "over budget"  # starting it would break a limit: the attempt stops here
+    INCOMPATIBLE = "incompatible"  # the new code cannot run it: the attempt runs nothing
 
 
 class PlanEnding(enum.StrEnum):
@@ -57,6 +59,7 @@ class PlanEnding(enum.StrEnum):
     CANCELLED = "cancelled"  # the run is cancelled: nothing runs, ever
     PAUSED = "paused"  # no attempt starts until it is resumed
     OVER_BUDGET = "over_budget"  # it stops before a step that would break a limit
+    INCOMPATIBLE = "incompatible"  # the agent's code cannot take over a call: nothing runs
 
 
 @dataclass(frozen=True)
@@ -76,9 +79,10 @@ class PlanStep:
     marker: str | None = None
     seq: int | None = None
     classified_by: str | None = None
+    changed_since: str | None = None  # replays though its tool or prompt changed since (a version)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "step": self.step,
             "kind": self.kind,
             "action": str(self.action),
@@ -90,6 +94,9 @@ class PlanStep:
             "seq": self.seq,
             "classified_by": self.classified_by,
         }
+        if self.changed_since is not None:  # only under a new version's code (plan --agent)
+            d["changed_since"] = self.changed_since
+        return d
 
 
 @dataclass(frozen=True)
@@ -130,13 +137,16 @@ def plan(
     gate: PolicyGate | None = None,
     outcome: Outcome | None = None,
     now: float | None = None,
+    code: Code | None = None,
 ) -> Plan:
     """What the next attempt of the run with these ``records`` will do. ``gate`` (the agent's
     policy) says which calls that never started are writes and need approval; ``outcome`` (the
     last attempt's) says which calls were left waiting for a human. Without them the plan says
     only what the journal says. A cancel, a pause or the budget (checked at ``now``, a
     budget's deadline being a time) says where it stops first. No I/O; never raises on a
-    hand-made journal."""
+    hand-made journal. ``code`` (a new version's, deploys.py) marks the replayed steps whose
+    tool or prompt changed since the version that made them, and stops the plan before any
+    step when the code cannot take over a call (``incompatible``)."""
     if not records:
         return Plan((), PlanEnding.NOT_STARTED, None, "the run has no records: nothing to plan")
     # The journal's own index of its steps: the plan reads the records exactly as the next
@@ -145,7 +155,36 @@ def plan(
     planned = _planned(records, index, gate, outcome)
     if planned.ending == PlanEnding.COMPLETED:
         return planned
-    return _controlled(planned, index.controls, time.time() if now is None else now)
+    controlled = _controlled(planned, index.controls, time.time() if now is None else now)
+    return controlled if code is None else _deployed(controlled, records, code, gate, outcome)
+
+
+def _deployed(
+    p: Plan, records: Sequence[Record], code: Code, gate: PolicyGate | None, outcome: Outcome | None
+) -> Plan:
+    """The plan under a new version's code: replayed steps changed since are marked; a call it
+    cannot take over stops the attempt before any step (deploys.verdict, the rule run() uses)."""
+    v = verdict(records, code, gate or PolicyGate(), pending=asked_of(outcome))
+    since = v.was or "the run started"
+    changed = set(v.changed)
+    steps = tuple(
+        replace(s, changed_since=since, why=f"{s.why}; changed since {since}")
+        if s.step in changed and s.action == PlanAction.REPLAY
+        else s
+        for s in p.steps
+    )
+    if not v.blockers:
+        return replace(p, steps=steps)
+    blocked = {b.step: b for b in v.blockers}
+    marked = tuple(
+        replace(s, action=PlanAction.INCOMPATIBLE, why=blocked[s.step].line)
+        if s.step in blocked
+        else s
+        for s in steps
+    )
+    first = v.blockers[0].step
+    why = f"stops before any step, incompatible with {code.version}: {v.why}"
+    return Plan(marked, PlanEnding.INCOMPATIBLE, first, why)
 
 
 def _planned(

@@ -53,6 +53,12 @@ class WorkerInfo:
     runs: tuple[str, ...] = field(default_factory=tuple)
     heartbeat: float = DEFAULT_HEARTBEAT
     problem: str | None = None
+    # The agent's code (deploys.py): its version label, whether the worker is pinned to it
+    # (``--pin``: it resumes only the runs that version started), and the runs a pinned
+    # worker leaves to another version (run id -> the version it waits for).
+    code: str = ""
+    pinned: bool = False
+    waiting: tuple[tuple[str, str], ...] = ()
 
     def live(self, now: float | None = None) -> bool:
         """True while the last beat is younger than three heartbeats (and readable)."""
@@ -75,9 +81,18 @@ class WorkerInfo:
         until = now if self.live(now) else self.beat_at
         return max(0.0, until - self.started_at)
 
-    def beaten(self, *, runs: tuple[str, ...], at: float | None = None) -> WorkerInfo:
-        """This registration at a new beat, holding ``runs``."""
-        return replace(self, runs=runs, beat_at=time.time() if at is None else at)
+    def beaten(
+        self,
+        *,
+        runs: tuple[str, ...],
+        at: float | None = None,
+        waiting: tuple[tuple[str, str], ...] | None = None,
+    ) -> WorkerInfo:
+        """This registration at a new beat, holding ``runs`` (and leaving ``waiting``)."""
+        when = time.time() if at is None else at
+        if waiting is None:
+            return replace(self, runs=runs, beat_at=when)
+        return replace(self, runs=runs, beat_at=when, waiting=waiting)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +107,9 @@ class WorkerInfo:
             "concurrency": self.concurrency,
             "runs": list(self.runs),
             "heartbeat": self.heartbeat,
+            "code": self.code,
+            "pinned": self.pinned,
+            "waiting": dict(self.waiting),
         }
 
     @classmethod
@@ -112,6 +130,11 @@ class WorkerInfo:
             concurrency=int(d.get("concurrency") or 1),
             runs=tuple(str(r) for r in runs),
             heartbeat=float(d.get("heartbeat") or DEFAULT_HEARTBEAT),
+            code=str(d.get("code") or ""),
+            pinned=d.get("pinned") is True,
+            waiting=tuple(
+                sorted((str(k), str(v)) for k, v in dict(d.get("waiting") or {}).items())
+            ),
         )
 
     @classmethod
@@ -128,6 +151,8 @@ def this_process(
     concurrency: int = 1,
     heartbeat: float = DEFAULT_HEARTBEAT,
     version: str = "",
+    code: str = "",
+    pinned: bool = False,
 ) -> WorkerInfo:
     """The registration of the calling process, first beat now."""
     now = time.time()
@@ -142,6 +167,8 @@ def this_process(
         beat_at=now,
         concurrency=concurrency,
         heartbeat=heartbeat,
+        code=code,
+        pinned=pinned,
     )
 
 

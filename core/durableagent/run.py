@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ from typing import Any
 from .budget import Budget
 from .control import Controls
 from .deadlines import with_deadlines
+from .deploys import Blocker, Code, accepted_reasons, asked_of, code_of, made_by, verdict
 from .errors import (
     CorruptJournalError,
     DurableAgentError,
@@ -52,6 +54,13 @@ class Config:
     agent: AgentLoop
     gate: PolicyGate
     store: Store
+    # The agent's code (version and fingerprint, deploys.py); None: made from ``agent``
+    # with its fingerprint's digest as the version.
+    code: Code | None = None
+
+    @property
+    def code_now(self) -> Code:
+        return self.code if self.code is not None else code_of(self.agent)
 
 
 async def run(
@@ -84,6 +93,7 @@ async def run(
     runner that traces and counts its steps; without one the loop gets the journal itself."""
     check_run_id(run_id)
     store = config.store
+    code = config.code_now
     given = None if input is None else _as_json([m.to_dict() for m in input])
     records = await asyncio.to_thread(store.load, run_id)
     done = _check_start(run_id, records, given)
@@ -98,7 +108,8 @@ async def run(
             if done is not None:
                 return done
             if not records:
-                started = Record.make(RUN_STARTED, data=_started(given, budget, config.agent))
+                data = _started(given, budget, config.agent) | code.started(config.gate)
+                started = Record.make(RUN_STARTED, data=data)
                 records = [await asyncio.to_thread(store.append, run_id, started, lease=lease)]
             journal = Journal(
                 store,
@@ -110,6 +121,11 @@ async def run(
                 model=_model_name(config.agent),
             )
             runner = journal if observer is None else observer.attempt(journal, lease)
+            blocked = await _blocked(store, run_id, records, code, config.gate)
+            if blocked:
+                # A call this code cannot take over: stop before any step, for a human.
+                await _save(store, run_id, _incompatible(blocked, journal.last_seq), code, lease)
+                return _incompatible(blocked, journal.last_seq, code)
             listening = asyncio.create_task(listen(store, run_id, journal, wake))
             approved, denied = _decisions(records)
             try:
@@ -150,7 +166,7 @@ async def run(
         except Exception as e:
             seq = journal.last_seq if journal is not None else (records[-1].seq if records else 0)
             failed = Outcome(Status.FAILED, error=f"{type(e).__name__}: {e}", seq=seq)
-            await asyncio.to_thread(store.save_outcome, run_id, failed, lease=lease)
+            await _save(store, run_id, failed, code, lease)
             raise
         except BaseException:
             # Cancelled (a worker out of grace, Ctrl-C) while a step's function still runs:
@@ -161,8 +177,41 @@ async def run(
             raise
         finally:
             renewing.cancel()
+        outcome = _signed(outcome, code)
         await asyncio.to_thread(store.save_outcome, run_id, outcome, lease=lease)
         return outcome
+
+
+def _signed(outcome: Outcome, code: Code) -> Outcome:
+    """The outcome with the code that ran the attempt (the attempt log keeps it)."""
+    return dataclasses.replace(outcome, version=code.version, fingerprint=code.fingerprint)
+
+
+async def _save(store: Store, run_id: str, outcome: Outcome, code: Code, lease: Lease) -> None:
+    await asyncio.to_thread(store.save_outcome, run_id, _signed(outcome, code), lease=lease)
+
+
+async def _blocked(
+    store: Store, run_id: str, records: list[Record], code: Code, gate: PolicyGate
+) -> tuple[Blocker, ...]:
+    """The calls of the run this code cannot take over (deploys.check), the last attempt's
+    pending calls included."""
+    last = await asyncio.to_thread(store.last_outcome, run_id)
+    made = made_by(records)
+    if made is None:  # submitted without an agent: the first attempt that said
+        made = made_by(records, await asyncio.to_thread(store.attempts, run_id))
+    return verdict(records, code, gate, pending=asked_of(last), made=made).blockers
+
+
+def _incompatible(blocked: tuple[Blocker, ...], seq: int, code: Code | None = None) -> Outcome:
+    out = Outcome(
+        Status.INCOMPATIBLE,
+        step=blocked[0].step,
+        error="; ".join(b.line for b in blocked),
+        seq=seq,
+        blocked=tuple(b.to_dict() for b in blocked),
+    )
+    return out if code is None else _signed(out, code)
 
 
 async def _keep_renewed(lease: Lease) -> None:
@@ -289,4 +338,7 @@ def _decisions(records: list[Record]) -> tuple[set[str], dict[str, str]]:
             approved.add(marker)
         elif name == "deny":
             denied.setdefault(marker, deny_reason(by, why))
+    # A call a human accepted as changed by a deploy is answered, never run (deploys.py).
+    for marker, text in accepted_reasons(records).items():
+        denied.setdefault(marker, text)
     return approved, denied

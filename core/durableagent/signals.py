@@ -106,6 +106,44 @@ def signal(
     return stored
 
 
+def accept_change(
+    store: Store,
+    run_id: str,
+    *,
+    by: str | None = None,
+    reason: str | None = None,
+    expect_seq: int | None = None,
+) -> Record:
+    """Accept a deploy's change for an ``incompatible`` run: an ``accept-change`` signal naming
+    the calls its last attempt could not take over, and the version that found them. Each
+    of those calls is then answered with an error naming the change (never run with the
+    arguments a human saw or approved), and the model, under the new code, asks again with
+    the arguments the tool takes now: a gated tool's new call waits for a new approval. A
+    run that is not incompatible is refused."""
+    check_run_id(run_id)
+    last = store.last_outcome(run_id)
+    if last is None or last.status != "incompatible" or not last.blocked:
+        if not store.load(run_id):
+            raise RunNotFoundError(run_id)
+        raise SignalError(
+            run_id,
+            f"run {run_id!r} is not incompatible with a new version; there is no change to "
+            "accept (agentrun deploy-check says which runs are)",
+        )
+    payload: dict[str, Any] = {"version": last.version, "calls": list(last.blocked)}
+    if last.fingerprint:
+        payload["fingerprint"] = last.fingerprint
+    return signal(
+        store,
+        run_id,
+        "accept-change",
+        payload,
+        by=by,
+        reason=reason,
+        expect_seq=last.seq if expect_seq is None else expect_seq,
+    )
+
+
 # -- decisions on calls --------------------------------------------------------------------
 
 
@@ -256,6 +294,49 @@ def _check_reconcile(
         )
 
 
+# -- a deploy's change ----------------------------------------------------------------------
+
+
+def _accept_change(run_id: str, payload: Any) -> tuple[str, dict[str, Any]]:
+    calls = payload.get("calls") if isinstance(payload, dict) else None
+    version = payload.get("version") if isinstance(payload, dict) else None
+    if (
+        not isinstance(calls, list)
+        or not calls
+        or not all(isinstance(c, dict) and isinstance(c.get("marker"), str) for c in calls)
+        or not isinstance(version, str)
+    ):
+        raise SignalError(
+            run_id,
+            "accept-change needs a payload {'version', 'calls': [{'step', 'marker', 'tool', "
+            f"'reason'}}, ...]}}: use 'agentrun accept-change {run_id}', which reads them from "
+            "the attempt that found the run incompatible",
+        )
+    kept = [{k: c.get(k) for k in ("step", "marker", "tool", "reason")} for c in calls]
+    fingerprint = payload.get("fingerprint")
+    out: dict[str, Any] = {"version": version, "calls": kept}
+    if isinstance(fingerprint, dict):
+        out["fingerprint"] = fingerprint
+    return "", out
+
+
+def _check_accept_change(
+    run_id: str, step: str, payload: dict[str, Any], records: list[Record], index: StepIndex
+) -> None:
+    # Each call must still be the one the model asked for, with those arguments, and have no
+    # result: the change is accepted for exactly the calls the human saw.
+    for c in payload["calls"]:
+        marker = c["marker"]
+        at = marker_step(marker)
+        call = requested_call(records, at)
+        if call is None or marker_for(at, call.arguments) != marker:
+            raise SignalError(
+                run_id, f"run {run_id!r} has no tool call with marker {marker!r} to accept"
+            )
+        if at in index.completed:
+            raise SignalError(run_id, f"tool call {at!r} already has a result; nothing to accept")
+
+
 # -- controls --------------------------------------------------------------------------------
 
 
@@ -344,5 +425,8 @@ _SIGNALS: dict[str, _Kind] = {
     # A human's "try again" (agentrun retry): its record makes the workers' failure count
     # stale (worker/retry.py, Attempts.stale), so a failed run is retried.
     "retry": _Kind(_nothing, _check_retry),
+    # A human accepts a deploy's change for the calls an incompatible attempt named: each is
+    # answered as changed (never run) and the run goes on with the new code (deploys.py).
+    "accept-change": _Kind(_accept_change, _check_accept_change, needs_reason=True),
 }
 SIGNALS = tuple(_SIGNALS)

@@ -131,7 +131,10 @@ class RunView:
             return f"moved to {self.moved_to}"
         if self.status in (RunStatus.CANCELLED, RunStatus.PAUSED) and self.halt is not None:
             return self.halt.says()
-        if self.status == RunStatus.OVER_BUDGET and self.outcome is not None:
+        if (
+            self.status in (RunStatus.OVER_BUDGET, RunStatus.INCOMPATIBLE)
+            and self.outcome is not None
+        ):
             return self.outcome.error
         if self.stopping and self.halt is not None:
             return f"stopping: {self.halt.says()}"
@@ -262,7 +265,11 @@ def view_store(store: Store, run_id: str) -> RunView:
     )
     if view.indeterminate is not None and not store.leases_die_with_holder:
         step, ttl = view.indeterminate.name, store.lease_ttl
-        note = late_write_note(records, store.attempts(run_id), step, ttl)
+        try:
+            workers = store.workers()
+        except DurableAgentError:
+            workers = []  # who is alive is unknown: the note errs on the side of warning
+        note = late_write_note(records, store.attempts(run_id), step, ttl, workers=workers)
         if note:
             view = replace(view, late_write=note)
     return view

@@ -173,10 +173,22 @@ def test_a_worker_paused_inside_a_write_is_fenced_off_and_its_write_is_reconcile
     assert summary is not None and summary.status == RunStatus.INDETERMINATE
     assert summary.indeterminate == "tool/2/0/create_ticket"
     # A may wake and still send its write: the human is told, and a retry is asked twice.
+    # However long the silence lasts (here past two ttls since A's last record): until a
+    # takeover, nothing says A is dead rather than paused. (The readers judge by their own
+    # store's ttl, the default: longer than A's.)
+    last = store.load("f1")[-1].at
+    ttls = 2 * max(store.lease_ttl, float(TTL)) + 1
+    wait_for(lambda: time.time() - last > ttls, timeout=ttls + 30, why="two ttls of silence")
     assert "owner A" in view_store(store, "f1").late_write
+    assert status(store, "f1") == RunStatus.INDETERMINATE
+    shown = agentrun(store, "show", "f1")
+    assert shown.returncode == 0, shown.stderr
+    (warning,) = [x for x in shown.stdout.splitlines() if x.strip().startswith("warning")]
+    assert "owner A" in warning and "may still land" in warning, shown.stdout
     before = store.load("f1")
     retry = agentrun(store, "reconcile", "f1", "tool/2/0/create_ticket", "--retry")
     assert retry.returncode == 1 and "owner A" in retry.stderr and "--yes" in retry.stderr
+    assert "may still land" in retry.stderr
     assert store.load("f1") == before
 
     b = start("B")
@@ -252,3 +264,41 @@ def test_a_worker_paused_inside_a_read_is_fenced_off_and_the_read_runs_again(
         ("B", "completed"),
     ]
     still_serving(a, b, store)
+
+
+def test_a_worker_never_starts_a_run_one_of_its_own_calls_is_still_inside(
+    any_store: Store, start: Callable[..., WorkerProcess], tmp_path: Path
+):
+    """A pause ends the attempt during a read, but the read's thread cannot be stopped: it
+    goes on, blocked on its gate. Resumed, the run is ready again, and the worker must not
+    start it (a second attempt of one run in one process, the old call still inside it)
+    until that call returns; then it runs the run to its end."""
+    store, side = any_store, tmp_path / "side"
+    submit(store, "f1", [Message("user", "look it up")])
+    a = start("A", hold="read")
+    wait_for(lambda: lines(side, "lookups") != [], timeout=30, why="A inside lookup")
+    pid_a = str(a.proc.pid)
+
+    paused = agentrun(store, "pause", "f1", "--reason", "checking", "--by", "ana")
+    assert paused.returncode == 0, paused.stderr
+    wait_for(
+        lambda: [x.ended for x in store.attempts("f1")] == ["paused"],
+        timeout=30,
+        why=f"A's attempt to end paused:\n{log_of(a)}",
+    )
+    resumed = agentrun(store, "resume", "f1", "--by", "ana")
+    assert resumed.returncode == 0, resumed.stderr
+    wait_for(
+        lambda: "run f1: a call of an earlier attempt is still running" in log_of(a),
+        timeout=30,
+        why=f"A to see its own call still in flight:\n{log_of(a)}",
+    )
+    assert status(store, "f1") == RunStatus.READY
+    assert lines(side, "lookups") == [f"begin {pid_a}"]  # the old call, and nothing more
+    assert [x.ended for x in store.attempts("f1")] == ["paused"]
+
+    (side / "go-read").touch()  # the old call returns: now the run starts again
+    wait_for(lambda: finished(store, "f1"), timeout=30, why=f"the run:\n{log_of(a)}")
+    assert lines(side, "lookups") == [f"begin {pid_a}", f"begin {pid_a}"]
+    assert lines(side, "tickets") == [f"begin {pid_a}", f"end {pid_a}"]
+    assert [x.ended for x in store.attempts("f1")] == ["paused", "completed"]

@@ -23,7 +23,8 @@ from durableagent.testing import JournalWriter
 
 def awaiting(store: Store, run_id: str, summary: str = "VPN access") -> str:
     """A run waiting for approval of create_ticket; its marker."""
-    j = JournalWriter(store, run_id, time.time() - 300)  # its records 1 s apart from then
+    # Its records 1 s apart from 4.5 min ago: a notice says "waiting 4m" for about 25 s more.
+    j = JournalWriter(store, run_id, time.time() - 270)
     j.start("please file it")
     with j.attempt("host-a:1"):
         (p,) = j.asks(1, ToolCall("c1", "create_ticket", {"summary": summary}))

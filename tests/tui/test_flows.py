@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from textual.app import ScreenStackError
-from tuihelpers import loaded, make_app, select, until
+from tuihelpers import following, loaded, make_app, select, until
 
 from durableagent import FileStore, RunStatus, Status, ToolCall, signal
 from durableagent.testing import JournalWriter
@@ -291,7 +291,7 @@ async def test_markup_in_arguments_is_shown_literally(sample: Path) -> None:
 
 async def test_empty_store_says_so(tmp_path: Path) -> None:
     root = tmp_path / "runs"
-    root.mkdir()
+    FileStore(root).close()  # a new store, no run yet (a plain empty directory is no store)
     app = make_app(root)
     async with app.run_test(size=SIZE) as pilot:
         await loaded(pilot)
@@ -366,3 +366,34 @@ async def test_the_filter_status_paused_finds_a_paused_run_awaiting_approval(
         await until(pilot, lambda: app.table.shown() == ["pair-3"])
         await pilot.press("ctrl+a", "ctrl+k", *"paused")
         await until(pilot, lambda: app.table.shown() == ["pair-3"])
+
+
+async def test_esc_on_the_filter_keeps_the_chosen_run_selected(sample: Path) -> None:
+    """A filter that hid the selected run moved the cursor; esc put it on row 1, so the next
+    P paused another run. The run chosen before the filter is selected again after esc, and
+    a filter typed key by key (``status`` matches nothing on the way) keeps it when it shows."""
+    from durableagent_tui.dialogs.control import ControlDialog
+
+    app = make_app(sample)
+    async with app.run_test(size=SIZE) as pilot:
+        await loaded(pilot)
+        await select(pilot, "wifi-1046")
+        await pilot.press("/", *"status:awaiting")
+        await until(pilot, lambda: sorted(app.table.shown()) == ["billing-1042", "markup-1048"])
+        assert app.table.selected_run != "wifi-1046"
+        await pilot.press("escape")
+        await until(pilot, lambda: app.table.row_count == 9)
+        assert app.table.selected_run == "wifi-1046"
+        await until(pilot, lambda: following(app))
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(app.screen, ControlDialog))
+        assert app.screen.view.run_id == "wifi-1046"
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, ControlDialog))
+        await select(pilot, "billing-1042")
+        await pilot.press("/", *"status:awaiting")
+        await until(pilot, lambda: sorted(app.table.shown()) == ["billing-1042", "markup-1048"])
+        assert app.table.selected_run == "billing-1042"
+        await pilot.press("escape")
+        await until(pilot, lambda: app.table.row_count == 9)
+        assert app.table.selected_run == "billing-1042"

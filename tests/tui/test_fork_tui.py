@@ -230,14 +230,15 @@ async def test_a_fork_the_table_shows_before_the_fork_returns_is_selected_too(
     root = tmp_path / "runs"
     approved_store(root)
     app = make_app(root)
-    real_fork = acting.fork
+    real_fork = acting.actions.fork
 
-    def fork_seen_early(*args: Any, **kwargs: Any) -> None:
-        real_fork(*args, **kwargs)
+    def fork_seen_early(*args: Any, **kwargs: Any) -> Any:
+        plan = real_fork(*args, **kwargs)
         app.call_from_thread(app._rescan)  # the watcher's refresh, before the fork returns
         assert "printer-1-fork" in app.rows.summaries
+        return plan
 
-    monkeypatch.setattr(acting, "fork", fork_seen_early)
+    monkeypatch.setattr(acting.actions, "fork", fork_seen_early)
     async with app.run_test(size=SIZE) as pilot:
         await open_fork(pilot, app, 7)
         await ask(pilot, app)

@@ -12,7 +12,10 @@ from textual.widgets import Input
 from tuihelpers import loaded, make_app, screen_text, select, toast_text, until
 
 from durableagent import FileStore, Pending, RunStatus, Status, Summary, ToolCall, view_store
+from durableagent.audit import decisions
+from durableagent.people import login_name
 from durableagent.testing import JournalWriter
+from durableagent.worker import note_failure
 from durableagent_tui.dialogs.bulk import BulkDialog
 from durableagent_tui.runs_model import RunRows
 from durableagent_tui.runs_table import MARK
@@ -132,6 +135,36 @@ async def test_a_refused_run_among_the_marked_is_counted_in_the_toast(tmp_path: 
         assert "done-9 has no pending call to deny" in toast_text(app)
         assert journals(root)["done-9.jsonl"] == before["done-9.jsonl"]
         assert app.rows.marked == {"done-9"}  # the refused one stays marked
+
+
+async def test_R_on_marked_runs_records_a_retry_signal_the_audit_shows(tmp_path: Path) -> None:
+    """R on marked runs once only cleared their failure counts: no retry signal, so the
+    audit could not say who retried. It writes agentrun retry's signal, by the TUI's user."""
+    root = tmp_path / "runs"
+    store = FileStore(root)
+    for i, rid in enumerate(("broke-1", "broke-2")):
+        j = JournalWriter(store, rid, T0 + i)
+        j.start("do it")
+        j.outcome(Status.FAILED, error="boom")
+        note_failure(store, rid, RuntimeError("boom"), max_attempts=1)
+    app = make_app(root, live=True)
+    async with app.run_test(size=SIZE, notifications=True) as pilot:
+        await loaded(pilot)
+        for rid in ("broke-1", "broke-2"):
+            await select(pilot, rid)
+            await pilot.press("space")
+        await pilot.press("R")
+        assert "Retry 2 marked runs?" in screen_text(app)
+        await pilot.press("y")
+        await until(pilot, lambda: "applied" in toast_text(app))
+        assert "retry: 2 applied, 0 refused" in toast_text(app)
+    for rid in ("broke-1", "broke-2"):
+        last = store.load(rid)[-1]
+        assert last.type == "signal"
+        assert (last.data["name"], last.data["by"]) == ("retry", login_name())
+        assert store.read_failures(rid) is None
+        (retried,) = [d for d in decisions(store.load(rid), rid) if d.decision == "retried"]
+        assert retried.by == login_name()
 
 
 def test_a_query_filter_follows_live_changes() -> None:

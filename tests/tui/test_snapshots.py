@@ -9,6 +9,7 @@ import pytest
 from textual.pilot import Pilot
 from tuihelpers import following, loaded, make_app, select, until
 
+from durableagent import FileStore
 from durableagent_tui.sample import HINTS, build_sample_store
 
 SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
@@ -123,7 +124,7 @@ def test_filtered_view(snap_compare: Any, tmp_path: Path, size: tuple[int, int])
 @pytest.mark.parametrize("size", SIZES)
 def test_empty_store(snap_compare: Any, tmp_path: Path, size: tuple[int, int]) -> None:
     root = tmp_path / "runs"
-    root.mkdir()
+    FileStore(root).close()  # a new store, no run yet (a plain empty directory is no store)
     assert snap_compare(make_app(root), terminal_size=size, run_before=at())
 
 

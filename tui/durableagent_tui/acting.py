@@ -15,8 +15,8 @@ from typing import Any
 
 from textual import work
 
-from durableagent import RunStatus, RunView, Summary, plan
-from durableagent.fork import fork, fork_points
+from durableagent import RunStatus, RunView, Summary, actions, plan
+from durableagent.fork import fork_points
 
 from .actions import (
     Decision,
@@ -31,6 +31,7 @@ from .actions import (
 from .dialogs import ApproveDialog, ForkDialog, PlanScreen, ReconcileDialog, RetryDialog
 from .dialogs.base import login_name
 from .dialogs.budget import BudgetDialog
+from .dialogs.change import ChangeDialog
 from .dialogs.control import ControlDialog
 from .host import AppBase
 from .styles import LOOKS
@@ -98,6 +99,34 @@ class DialogActions(AppBase):
                 self.push_screen(dialog, self._written)
 
         self._with_view(RunStatus.AWAITING_APPROVAL, open_it)
+
+    def action_change(self) -> None:
+        """An incompatible run: its blocked calls, old and new schema, and the ways out."""
+        if self.read_only:
+            return
+
+        def open_it(view: RunView) -> None:
+            if view.outcome is not None and view.outcome.blocked:
+                dialog = ChangeDialog(view, self._decide_change, now=self.clock())
+                self.push_screen(dialog, self._written)
+
+        self._with_view(RunStatus.INCOMPATIBLE, open_it)
+
+    def _decide_change(
+        self, how: str, run_id: str, by: str, reason: str, step: str, seq: int
+    ) -> str:
+        """Called in the change dialog's thread worker."""
+        store = self.tracker.store
+        assert store is not None
+        if how == "accept":
+            actions.accept_change(store, run_id, by=by, reason=reason, expect_seq=seq)
+            return f"accepted the change for {run_id}: a worker runs it with the new code"
+        if how == "cancel":
+            return write_control(store, run_id, "cancel", by, reason)
+        new = f"{run_id}-{int(self.clock())}"
+        actions.fork(store, run_id, new, at_step=step, signals="keep", by=by, reason=reason)
+        self._jump_to = new
+        return f"forked {run_id} at {step} as {new}; a worker runs it with the new code"
 
     def action_reconcile(self) -> None:
         if self.read_only:
@@ -214,7 +243,7 @@ class DialogActions(AppBase):
         """Called in the fork dialog's thread worker: planned again on the store's records."""
         store = self.tracker.store
         assert store is not None
-        fork(
+        actions.fork(
             store, run_id, new_run_id, at_step=step, signals=signals, by=login_name(), reason=reason
         )
         self._jump_to = new_run_id  # selected once the table has it
@@ -239,6 +268,7 @@ class DialogActions(AppBase):
             RunStatus.FAILED: " (R retries it)",
             RunStatus.PAUSED: " (P resumes it)",
             RunStatus.OVER_BUDGET: " (B raises its budget)",
+            RunStatus.INCOMPATIBLE: " (a decides on the change: accept, fork or cancel)",
         }.get(view.status, "")
         word = LOOKS[view.status].word
         self.notify(f"{view.run_id} has nothing to {action}: it is {word}{offer}.", markup=False)

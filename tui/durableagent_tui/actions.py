@@ -1,5 +1,6 @@
-"""Writing a human's decision: re-check the pinned run, then ``signal``; and a failed run's
-retry. Everything here blocks: call it from a thread worker, never on the event loop."""
+"""Writing a human's decision: re-check the pinned run, then the action's one function in
+durableagent.actions (the command line's too); and a failed run's retry. Everything here
+blocks: call it from a thread worker, never on the event loop."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from durableagent import (
-    DurableAgentError,
     RunChangedError,
     RunStatus,
     RunView,
     Store,
-    signal,
+    actions,
     view_store,
 )
 
@@ -54,7 +54,7 @@ def write_decision(store: Store, pin: Pin, decision: Decision) -> str:
     # The seq pin is checked again under the journal's lock, so nothing can slip in between.
     for i, (name, payload) in enumerate(decision.signals):
         try:
-            signal(
+            actions.act(
                 store,
                 pin.run_id,
                 name,
@@ -97,16 +97,12 @@ def retry_failed(store: Store, pin: Pin) -> str:
     """``agentrun retry``: give a failed run a fresh budget of worker attempts, if it is still
     failed as pinned. The one place the TUI resets attempts."""
     from durableagent.people import login_name
-    from durableagent.worker import reset_attempts
 
     now = view_store(store, pin.run_id)
     if now.last_seq != pin.last_seq or now.status != pin.status:
         raise _changed(pin, f"it is now {now.status} at seq {now.last_seq}")
-    if now.status != RunStatus.FAILED:
-        raise DurableAgentError(f"run {pin.run_id} is {now.status}, not failed: nothing to retry")
     # The journal's record of who asked (pinned to the seq the human saw), then the count.
-    signal(store, pin.run_id, "retry", {}, by=login_name(), expect_seq=pin.last_seq)
-    reset_attempts(store, pin.run_id)
+    actions.retry(store, pin.run_id, by=login_name(), expect_seq=pin.last_seq, status=now.status)
     return f"{pin.run_id} will be retried by the next worker that looks (within a second)"
 
 
@@ -115,7 +111,7 @@ def write_control(store: Store, run_id: str, name: str, by: str, reason: str | N
     lock like every other (a cancel of a finished run, a resume of a run not paused: refused,
     SignalError). Not pinned to a seq: a running run moves on while the dialog is open, and a
     control applies to the run as it is when it lands."""
-    signal(store, run_id, name, {}, by=by, reason=reason)
+    actions.act(store, run_id, name, {}, by=by, reason=reason)
     return {
         "cancel": f"cancelled {run_id}: no step of it starts again",
         "pause": f"paused {run_id}: P resumes it",
@@ -126,7 +122,7 @@ def write_control(store: Store, run_id: str, name: str, by: str, reason: str | N
 def write_budget(store: Store, run_id: str, limits: dict[str, Any], by: str, reason: str) -> str:
     """``agentrun budget RUN --add LIMITS --reason``: one ``budget`` signal, checked under the
     journal's lock (a limit the run does not have cannot be raised: SignalError)."""
-    signal(store, run_id, "budget", {"add": limits}, by=by, reason=reason)
+    actions.budget(store, run_id, "add", limits, by=by, reason=reason)
     now = view_store(store, run_id)
     go = "; a worker picks it up" if now.status == RunStatus.READY else ""
     return f"budget of {run_id} is now {now.controls.budget.describe()}{go}"

@@ -72,6 +72,7 @@ class SupervisorApp(LiveUpdates, FilterBox, MarkedActions):
         Binding("slash", "filter", "Filter", priority=True, id="filter"),
         Binding("n", "next_human", "Next", id="next_human"),
         Binding("a", "approve", "Approve", id="approve"),
+        Binding("a", "change", "Decide change", show=False, id="change"),
         Binding("a", "unavailable('approve')", show=False, id="approve.unavailable"),
         Binding("r", "reconcile", "Reconcile", id="reconcile"),
         Binding("r", "unavailable('reconcile')", show=False, id="reconcile.unavailable"),
@@ -465,6 +466,7 @@ _WANTS = {
     "approve": RunStatus.AWAITING_APPROVAL,
     "reconcile": RunStatus.INDETERMINATE,
     "retry": RunStatus.FAILED,
+    "change": RunStatus.INCOMPATIBLE,
 }
 _MAIN_ACTIONS = frozenset(
     {

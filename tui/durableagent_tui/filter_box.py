@@ -33,7 +33,9 @@ class FilterBox(AppBase):
 
     def action_filter_done(self) -> None:
         """enter in the filter: back to the runs, as the key arrives (keys typed right after
-        it are the table's, not more filter text)."""
+        it are the table's, not more filter text). The run under the cursor is the chosen
+        one from now on (esc then keeps it; esc in the box goes back to the one before)."""
+        self.table.choose_selected()
         focus_now(self.table)
 
     def set_filter(self, text: str) -> None:

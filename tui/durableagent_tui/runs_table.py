@@ -155,6 +155,10 @@ class RunsTable(ScrollView, can_focus=True):
         self.clock = clock
         self.cursor_row = 0
         self._selected: str | None = None  # the run the cursor is on
+        # The run last put under the cursor on purpose (a key, a click, a jump): a filter
+        # that hid it moved the cursor, and one that shows it again (esc clears it) puts the
+        # cursor back, so that the next key acts on the run the human chose.
+        self._chosen: str | None = None
         self._widths = self.widths(80)
         self._last_width = 0
         self._now = clock()
@@ -190,9 +194,12 @@ class RunsTable(ScrollView, can_focus=True):
 
     def rows_changed(self, *, top_if_gone: bool = False) -> None:
         """The model's rows changed: keep the cursor on its run if it is still shown, else on
-        the row where it was (``top_if_gone``: on the first row, as after a new filter),
-        resize, repaint what is on screen."""
-        index = self.model.index(self._selected)
+        the row where it was (``top_if_gone``: the filter changed: on the run last chosen if
+        it shows, else on the cursor's run, else on the first row), resize, repaint what is on
+        screen."""
+        index = self.model.index(self._chosen) if top_if_gone and self._chosen else None
+        if index is None:
+            index = self.model.index(self._selected)
         if index is None:
             index = 0 if top_if_gone else min(self.cursor_row, max(0, self.row_count - 1))
         self._place(index, scroll=index != self.cursor_row)
@@ -216,7 +223,13 @@ class RunsTable(ScrollView, can_focus=True):
         """Put the cursor on ``row`` (clamped) and scroll it into view."""
         del animate  # rows jump; nothing to animate
         self._place(max(0, min(row, self.row_count - 1)), scroll=True)
+        self._chosen = self._selected
         self.refresh()
+
+    def choose_selected(self) -> None:
+        """The run under the cursor is the one chosen now (enter in the filter accepts the
+        run the filter put the cursor on)."""
+        self._chosen = self._selected
 
     def _place(self, index: int, *, scroll: bool) -> None:
         shown = self.model.shown

@@ -24,6 +24,7 @@ _STYLE_WORD: dict[RunStatus, tuple[str, str]] = {
     RunStatus.CORRUPT: ("bold magenta", "corrupt"),
     RunStatus.INDETERMINATE: ("bold red", "indeterminate"),
     RunStatus.OVER_BUDGET: ("bold red", "over_budget"),
+    RunStatus.INCOMPATIBLE: ("bold red", "incompatible"),
     RunStatus.AWAITING_APPROVAL: ("bold yellow", "awaiting"),
     RunStatus.FAILED: ("red", "failed"),
     RunStatus.RUNNING: ("bold cyan", "running"),

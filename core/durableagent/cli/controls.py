@@ -7,13 +7,12 @@ import argparse
 import time
 from typing import Any
 
-from .. import hints
+from .. import actions, hints
 from ..budget import Budget, BudgetError, parse_budget
 from ..control import Control, budget_text
 from ..durations import format_duration
 from ..fold import RunStatus
 from ..gate import Pending
-from ..signals import signal
 from ..view import RunView, view_store
 from .bulk import add_bulk, single_or_bulk
 from .common import Parents, Usage, clean, hint_store, iso, require_run, store_of
@@ -65,7 +64,7 @@ def cmd_budget(args: argparse.Namespace) -> int:
         limits = parse_budget(text, lifting=how == "set")
     except BudgetError as e:
         raise Usage(str(e)) from None  # as for submit --budget: the argument does not parse
-    signal(store, args.run, "budget", {how: limits}, by=args.by, reason=args.reason)
+    actions.budget(store, args.run, how, limits, by=args.by, reason=args.reason)
     view = view_store(store, args.run)
     print(f"budget of {args.run} is now: {view.controls.budget.describe()}")
     if view.status == RunStatus.READY:
@@ -78,7 +77,7 @@ def _signalled(args: argparse.Namespace, name: str, payload: dict[str, Any]) -> 
         raise Usage(f"{name} needs --reason: the journal keeps why, for whoever looks next")
     store = store_of(args)
     require_run(store, args.run)
-    signal(store, args.run, name, payload, by=args.by, reason=args.reason)
+    actions.act(store, args.run, name, payload, by=args.by, reason=args.reason)
     return store
 
 

@@ -6,27 +6,27 @@ import argparse
 import sys
 from typing import Any
 
+from .. import actions
 from ..calls import is_marker
-from ..fold import RunStatus
 from ..journal import Reconcile
 from ..record import Record
-from ..signals import signal
 from ..steps import parse_step
 from ..view import view_store
 from .bulk import add_bulk, single_or_bulk
 from .common import Parents, Refused, Usage, clean, require_run, store_of
 
 
-def _signal(args: argparse.Namespace, name: str, payload: Any) -> Record:
+def _decide(args: argparse.Namespace, name: str) -> Record:
+    """``approve`` or ``deny`` of the call ``args.marker`` names (durableagent.actions)."""
     store = store_of(args)
     require_run(store, args.run)
-    marker = payload.get("marker") if name in ("approve", "deny") else None
-    if marker is not None and not is_marker(marker):
+    if not is_marker(args.marker):
         raise Usage(
-            f"{marker!r} is not a marker: copy one from 'agentrun show {args.run}' "
+            f"{args.marker!r} is not a marker: copy one from 'agentrun show {args.run}' "
             "(like tool/1/0/create_ticket#3f2a9c1b0d4e)"
         )
-    return signal(store, args.run, name, payload, by=args.by or None, reason=args.reason)
+    decide = actions.approve if name == "approve" else actions.deny
+    return decide(store, args.run, args.marker, by=args.by or None, reason=args.reason)
 
 
 def cmd_approve(args: argparse.Namespace) -> int:
@@ -34,7 +34,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     if args.all == bool(args.marker):
         raise Usage("approve needs a MARKER or --all (not both)")
     if not args.all:
-        _signal(args, "approve", {"marker": args.marker})
+        _decide(args, "approve")
         print(f"approved {args.marker}")
         return 0
     store = store_of(args)
@@ -43,7 +43,7 @@ def cmd_approve(args: argparse.Namespace) -> int:
     if not view.pending:
         raise Refused(f"run {args.run} has no pending approvals (it is {view.status})")
     for p in view.pending:
-        _signal(args, "approve", {"marker": p.marker})
+        actions.approve(store, args.run, p.marker, by=args.by or None, reason=args.reason)
         print(f"approved {clean(p.marker)}")
     return 0
 
@@ -52,7 +52,7 @@ def cmd_deny(args: argparse.Namespace) -> int:
     """Deny one pending call; the model reads the reason."""
     if not args.marker:
         raise Usage("deny needs a MARKER (see 'agentrun show RUN')")
-    _signal(args, "deny", {"marker": args.marker})
+    _decide(args, "deny")
     print(f"denied {args.marker}")
     return 0
 
@@ -74,7 +74,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
     else:
         payload = Reconcile(args.step, "retry")
         _confirm_retry(args)
-    _signal(args, "reconcile", payload)
+    actions.reconcile(store, args.run, payload, by=args.by or None, reason=args.reason)
     print(f"reconciled {args.step} as {payload.outcome}; a worker will resume {args.run}")
     return 0
 
@@ -98,17 +98,9 @@ def _confirm_retry(args: argparse.Namespace) -> None:
 
 def cmd_retry(args: argparse.Namespace) -> int:
     """Give a failed run a fresh budget of worker attempts."""
-    from ..worker import reset_attempts
-
     store = store_of(args)
     require_run(store, args.run)
-    view = view_store(store, args.run)
-    if view.status != RunStatus.FAILED:
-        raise Refused(f"run {args.run} is {view.status}, not failed: nothing to retry")
-    # The signal first: it is the journal's record of who asked, and it alone makes the
-    # failure count stale; clearing the count too keeps the store's bookkeeping tidy.
-    signal(store, args.run, "retry", {}, by=args.by, reason=args.reason)
-    reset_attempts(store, args.run)
+    actions.retry(store, args.run, by=args.by, reason=args.reason)
     print(f"run {args.run} will be retried by the next worker that looks (within a second)")
     return 0
 

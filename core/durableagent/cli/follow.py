@@ -24,6 +24,7 @@ STOPS = frozenset(
         RunStatus.CANCELLED,
         RunStatus.PAUSED,
         RunStatus.OVER_BUDGET,
+        RunStatus.INCOMPATIBLE,
         RunStatus.AWAITING_APPROVAL,
         RunStatus.INDETERMINATE,
         RunStatus.FAILED,

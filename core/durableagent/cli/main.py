@@ -18,7 +18,18 @@ from collections.abc import Callable, Sequence
 from .. import __version__
 from ..errors import DurableAgentError, StoreUnavailableError
 from ..people import login_name
-from . import completion, controls, decisions, notify, operations, runs, serve, stores, workers
+from . import (
+    completion,
+    controls,
+    decisions,
+    deploys,
+    notify,
+    operations,
+    runs,
+    serve,
+    stores,
+    workers,
+)
 from .common import STORE_HELP, Refused, Usage, clean, default_store, parents
 
 
@@ -41,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         serve,
         stores,
         workers,
+        deploys,
         notify,
         completion,
     ):

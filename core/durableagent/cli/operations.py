@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from .. import actions
 from ..audit import Decision, audit
 from ..budget import Budget, BudgetError, parse_budget
 from ..durations import parse_duration
-from ..fork import DROP, KEEP, plan_fork, write_fork
+from ..fork import DROP, KEEP
 from ..ids import check_run_id
 from ..record import STEP_COMPLETED, Record, signal_fields
 from .common import (
@@ -70,17 +71,16 @@ def cmd_fork(args: argparse.Namespace) -> int:
         except BudgetError as e:
             raise Usage(str(e)) from None
     existed = bool(store.load(args.new))
-    plan = plan_fork(
-        store.load(args.run),
+    plan = actions.fork(
+        store,
         args.run,
         args.new,
         at_step=args.at,
         signals=DROP if args.drop_signals else KEEP,
         by=args.by or None,
         reason=args.reason,
-        budget=budget,
+        new_budget=budget,
     )
-    write_fork(store, plan)
     origin = plan.origin
     step = clean(origin.step)
     finished = "finished the interrupted fork: " if existed else ""

@@ -291,10 +291,16 @@ def register(sub: Any, parents: Parents) -> None:
         description=(
             "The recovery plan: for each step, whether the next attempt replays it, re-runs "
             "it, stops at it (an open write, a call waiting for approval), records a human's "
-            "result for it, or runs it for the first time; and where the attempt stops."
+            "result for it, or runs it for the first time; and where the attempt stops. "
+            "With --agent (a new version about to be deployed), the steps that replay though "
+            "their tool or prompt changed since say so, and a call that version cannot take "
+            "over stops the plan as incompatible (docs/deploys.md)."
         ),
     )
     s.add_argument("run", metavar="RUN")
+    s.add_argument(
+        "--agent", metavar="MODULE:ATTR", default=None, help="plan under this agent's code"
+    )
     s.set_defaults(fn=cmd_plan)
 
     s = sub.add_parser("submit", parents=[parents.store], help="submit a new run for a worker")

@@ -103,6 +103,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
             metrics=metrics,
             heartbeat=args.heartbeat,
             agent_name=args.agent,
+            pin=args.pin,
         )
     except ValueError as e:
         raise Usage(str(e)) from None
@@ -296,6 +297,12 @@ def register(sub: Any, parents: Parents) -> None:
     )
     s.add_argument("--agent", required=True, metavar="MODULE:ATTR", help="the Agent to run")
     s.add_argument("--concurrency", type=int, default=4, help="runs at once (default 4)")
+    s.add_argument(
+        "--pin",
+        action="store_true",
+        help="resume only the runs this agent's version started (new runs too); leave the "
+        "others waiting for a worker of their version (docs/deploys.md)",
+    )
     s.add_argument(
         "--max-attempts", type=int, default=DEFAULT_MAX_ATTEMPTS, help="tries of a failing run"
     )

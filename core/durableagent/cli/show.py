@@ -7,12 +7,14 @@ import argparse
 import asyncio
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from .. import hints
 from ..budget import overdue, stopped_at
 from ..control import budget_text
 from ..deadlines import lapse_text
+from ..deploys import fork_step
 from ..describe import record_line
 from ..fold import Fold, RunStatus
 from ..fork import fork_points, forks_of
@@ -267,6 +269,12 @@ def _next_steps(store: Store, view: RunView, where: str | None) -> None:
     elif view.status == RunStatus.PAUSED:
         print(f"{halt_line(view)}: no worker starts it")
         print(f"resume: {hints.resume(run, where)}")
+    elif view.status == RunStatus.INCOMPATIBLE:
+        print(clean(view.waiting_on))
+        at = fork_step(view.outcome.blocked if view.outcome is not None else ())
+        print(f"accept the change: {hints.accept_change(run, store=where)}")
+        print(f"  or fork it:      {hints.fork(run, at=at, store=where)}")
+        print(f"  or cancel it:    {hints.cancel(run, store=where)}")
     elif view.status == RunStatus.OVER_BUDGET:
         print(clean(view.waiting_on))
         budget = view.controls.budget
@@ -313,7 +321,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     view = view_store(store, args.run)
     if view.status == RunStatus.CORRUPT:
         raise Refused(view.error)
-    p = plan(view.records, outcome=view.outcome)
+    code, gate = None, None
+    if getattr(args, "agent", None):
+        from .deploys import _code_of
+        from .serve import load_agent
+
+        code, gate = _code_of(load_agent(args.agent, Path(str(getattr(store, "root", ".")))))
+    p = plan(view.records, outcome=view.outcome, gate=gate, code=code)
     if args.json:
         print(dump(plan_dict(view, p)))
         return 0
@@ -338,6 +352,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
             late = overdue(view.controls.budget, view.controls.started_at, time.time())
             print()
             print(f"let it go on: {hints.raise_budget(view.run_id, limit, where, overdue=late)}")
+    elif p.ending == PlanEnding.INCOMPATIBLE:
+        print()
+        at = fork_step(view.outcome.blocked if view.outcome is not None else ())
+        print(f"accept the change: {hints.accept_change(view.run_id, store=where)}")
+        print(f"  or fork it:      {hints.fork(view.run_id, at=at, store=where)}")
+        print(f"  or cancel it:    {hints.cancel(view.run_id, store=where)}")
     elif p.stops_at is not None and view.status == RunStatus.AWAITING_APPROVAL:
         print()
         print(f"decide: {hints.approve(view.run_id, store=where)}")

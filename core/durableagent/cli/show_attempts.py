@@ -29,7 +29,16 @@ def attempt_dict(a: Attempt) -> dict[str, Any]:
         "first_seq": a.first_seq,
         "last_seq": a.last_seq,
         "error": error_of(a),
+        # The code that ran it (deploys.py), as its outcome recorded it; None: unknown (an
+        # attempt lost before it said, or made before versions were recorded).
+        "version": a.outcome.version or None if a.outcome is not None else None,
+        "fingerprint": a.outcome.fingerprint if a.outcome is not None else None,
     }
+
+
+def version_of(a: Attempt) -> str:
+    """The version of the code that ran the attempt, "" when it did not say."""
+    return a.outcome.version if a.outcome is not None else ""
 
 
 def error_of(a: Attempt) -> str | None:
@@ -47,7 +56,8 @@ def attempt_lines(attempts: Sequence[Attempt]) -> list[str]:
         return ["attempts", "  none yet (no worker has taken the run)"]
     lines = [
         "attempts",
-        "     #  OWNER                     EPOCH  STARTED              ENDED                HOW",
+        "     #  OWNER                     EPOCH  VERSION       STARTED              ENDED"
+        "                HOW",
     ]
     for a in attempts:
         how = ENDINGS.get(a.ended, str(a.ended))
@@ -55,6 +65,7 @@ def attempt_lines(attempts: Sequence[Attempt]) -> list[str]:
         ended = stamp(a.ended_at) if a.ended_at is not None else "-"
         line = (
             f"  {a.number:>4}  {one_line(a.owner or '-', 24):<24}  {a.epoch:>5}  "
+            f"{one_line(version_of(a) or '-', 12):<12}  "
             f"{stamp(a.started_at):<19}  {ended:<19}  {how}"
         )
         if error:

@@ -46,7 +46,7 @@ def cmd_workers(args: argparse.Namespace) -> int:
                 one_line(w.owner, 32),
                 one_line(f"{w.host}:{w.pid}", 32),
                 one_line(w.agent or "-", 28),
-                one_line(w.version or "-", 12),
+                one_line((w.code or "-") + (" pinned" if w.pinned else ""), 20),
                 format_duration(w.up(now)),
                 f"{format_duration(now - w.beat_at)} ago",
                 one_line(f"{len(w.runs)} {held}" if w.runs else "0", 40),
@@ -56,6 +56,14 @@ def cmd_workers(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         print("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+    for w in readable:
+        if w.waiting and w.live(now):
+            waits: dict[str, list[str]] = {}
+            for run_id, version in w.waiting:
+                waits.setdefault(version, []).append(run_id)
+            for version, runs in sorted(waits.items()):
+                shown = one_line(", ".join(runs), 60)
+                print(f"{one_line(w.owner, 32)} leaves to version {version}: {shown}")
     live = sum(1 for w in readable if w.live(now))
     print(f"{live} live, {len(readable) - live} gone")
     return 0

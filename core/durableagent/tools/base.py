@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..durations import parse_duration
+from .inflight import in_flight
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,7 +227,8 @@ class Tool:
         if inspect.iscoroutinefunction(self.fn):
             out = await self.fn(arguments, **extra)
         else:
-            out = await asyncio.to_thread(self.fn, arguments, **extra)
+            run_id = current_context().run_id
+            out = await asyncio.to_thread(_counted, run_id, self.fn, arguments, extra)
             if inspect.isawaitable(out):
                 out = await out
         if isinstance(out, str):
@@ -234,6 +236,13 @@ class Tool:
         if isinstance(out, Result):
             return out
         raise TypeError(f"tool {self.name!r} returned {type(out).__name__}; return a Result or str")
+
+
+def _counted(run_id: str, fn: Callable[..., Any], arguments: Any, extra: dict[str, Any]) -> Any:
+    """Run a sync tool in its thread, counted as a call of ``run_id`` in flight until it
+    returns (see inflight.py): the thread goes on even when its attempt was cancelled."""
+    with in_flight(run_id):
+        return fn(arguments, **extra)
 
 
 def context_parameter(fn: Callable[..., Any]) -> str | None:

@@ -41,12 +41,16 @@ class Heartbeat:
         heartbeat: float,
         agent: str = "",
         concurrency: int = 1,
+        code: str = "",
+        pinned: bool = False,
+        waiting: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         if heartbeat <= 0:
             raise ValueError("heartbeat must be > 0")
         self.store = store
         self.heartbeat = heartbeat
         self._runs = runs
+        self._waiting = waiting
         # The package's version, read at run time: importing the package from here would
         # make the worker depend on every layer above it.
         version = str(getattr(sys.modules.get("durableagent"), "__version__", ""))
@@ -57,6 +61,8 @@ class Heartbeat:
             concurrency=concurrency,
             heartbeat=heartbeat,
             version=version,
+            code=code,
+            pinned=pinned,
         )
         self._failing = False
         self._shared = False  # another process was seen under this owner (said once)
@@ -101,7 +107,8 @@ class Heartbeat:
         """Tell the store this worker is alive, and what it holds. A registration under
         this owner from another process (two workers started at once under one --owner) is
         said in the log, once: their leases and attempts cannot be told apart."""
-        self.info = self.info.beaten(runs=tuple(sorted(self._runs())))
+        waiting = None if self._waiting is None else tuple(sorted(self._waiting().items()))
+        self.info = self.info.beaten(runs=tuple(sorted(self._runs())), waiting=waiting)
         try:
             self._check_alone()
             self.store.beat(self.info)

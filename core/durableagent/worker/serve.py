@@ -11,6 +11,7 @@ Failed attempts are counted in the store, shared by every worker on it (``retry.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import sys
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..deadlines import lapsed, next_deadline
+from ..deploys import Code, code_of, made_by, pending_blocked
 from ..errors import (
     DurableAgentError,
     LeaseLostError,
@@ -37,6 +39,8 @@ from ..run import Config, run
 from ..stores import Store
 from ..stores.protocol import default_owner
 from ..telemetry import configure
+from ..tools.inflight import calls_in_flight
+from ..tools.inflight import watch as watch_calls
 from ..turns import AgentLoop
 from .heartbeat import Heartbeat
 from .holder import Holder, Source, is_lost
@@ -64,6 +68,10 @@ EXIT_STEPS_ABANDONED = 3
 _LOOK_ONE_BY_ONE = 64  # more changed runs than this: read the summaries instead
 
 
+# The statuses a worker may start an attempt of.
+_MAY_RUN = frozenset({RunStatus.READY, RunStatus.FAILED, RunStatus.AWAITING_APPROVAL})
+
+
 def _where(store: Store) -> str:
     return str(getattr(store, "description", store))
 
@@ -72,10 +80,17 @@ def _where(store: Store) -> str:
 class Agent:
     """What a worker runs: the agent (our own ``AgentConfig``, or an agent that brings its own
     loop: ``AgentLoop``, e.g. ``durableagent.integrations.pydantic_ai.durable``) and the gate
-    deciding its writes."""
+    deciding its writes. ``version`` labels its code (a release name such as ``v2026.12.03``;
+    default: a short digest of its fingerprint, see :attr:`code`)."""
 
     config: AgentLoop
     gate: PolicyGate
+    version: str = ""
+
+    @functools.cached_property
+    def code(self) -> Code:
+        """The version and fingerprint every run and attempt of this agent records."""
+        return code_of(self.config, self.version)
 
 
 # -- the worker -----------------------------------------------------------------------------
@@ -123,6 +138,7 @@ class Worker:
         metrics: Any = None,
         heartbeat: float = DEFAULT_HEARTBEAT,
         agent_name: str = "",
+        pin: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -153,6 +169,9 @@ class Worker:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._gave_up: set[str] = set()
         self._backlog: set[str] = set()
+        # Runs not started again because a call of an earlier attempt of theirs still runs
+        # in this process (a thread cannot be stopped): looked at again when it returns.
+        self._calls_left: set[str] = set()
         self._denying: set[asyncio.Task[None]] = set()  # lapsed approvals being denied
         # Failures the store could not record (full, read-only), kept in memory: they must
         # still slow the retries down.
@@ -163,6 +182,12 @@ class Worker:
         self.telemetry = configure(
             store, tracer_provider=tracer_provider, capture_content=capture_content, metrics=metrics
         )
+        # --pin: resume only the runs this agent's version started (deploys.py); the others
+        # wait for a worker of theirs: {run id: (the version it waits for, its last seq)}.
+        self.pin = pin
+        self._not_mine: dict[str, tuple[str, int]] = {}
+        self._checked: dict[str, int] = {}  # awaiting runs checked against this code, at seq
+        known = self._agent.code.version if self._agent is not None else ""
         # Its registration in the store (SPEC §11): beats every `heartbeat` seconds.
         self._registered = False
         self.heartbeat = Heartbeat(
@@ -172,6 +197,9 @@ class Worker:
             heartbeat=heartbeat,
             agent=agent_name,
             concurrency=concurrency,
+            code=known,
+            pinned=pin,
+            waiting=lambda: {r: v for r, (v, _) in self._not_mine.items()},
         )
 
     # -- public --------------------------------------------------------------------------
@@ -217,6 +245,14 @@ class Worker:
         self._wake = asyncio.Event()
         self._scan_all = True
         self._wake.set()
+        loop = asyncio.get_running_loop()
+
+        def call_ended(run_id: str) -> None:  # in the call's thread
+            with suppress(RuntimeError):  # the loop has closed: nothing left to start
+                loop.call_soon_threadsafe(self._call_ended, run_id)
+
+        ended = watch_calls(call_ended)
+        ended.__enter__()
         watch = asyncio.create_task(self._watch(stop))
         stopped = asyncio.create_task(stop.wait())
         beating = asyncio.create_task(self.telemetry.serving())
@@ -241,7 +277,15 @@ class Worker:
             for t in (watch, stopped, beating):
                 t.cancel()
             await asyncio.gather(watch, stopped, beating, return_exceptions=True)
+            ended.__exit__(None, None, None)
             self.telemetry.close()
+
+    def _call_ended(self, run_id: str) -> None:
+        """The last call in flight of ``run_id`` in this process returned."""
+        if run_id in self._calls_left:
+            self._calls_left.discard(run_id)
+            log.info("run %s: the call of its earlier attempt has returned", run_id)
+            self.poke(run_id)
 
     def poke(self, run_id: str | None = None) -> None:
         """Look at ``run_id`` (or every run) again soon."""
@@ -320,7 +364,22 @@ class Worker:
         run_id = summary.run_id
         if self._stopping or run_id in self._running:
             return
+        if self.pin and self._waits_for_another(summary):
+            return
         if summary.status == RunStatus.AWAITING_APPROVAL:
+            agent = self.agent
+            if (
+                agent is not None
+                and self._checked.get(run_id) != summary.last_seq
+                and pending_blocked(agent.code, summary.pending)
+            ):
+                # A human would be asked to approve what this code may not run: an attempt
+                # checks the journal (deploys.verdict) and stops it as incompatible before
+                # any step if so. Once per change of the run: a call the run's own code made
+                # (its schema unchanged) is no deploy's doing, and stays awaiting.
+                self._checked[run_id] = summary.last_seq
+                self._start(run_id)
+                return
             self._watch_deadlines(summary)
             return
         if summary.status not in (RunStatus.READY, RunStatus.FAILED):
@@ -356,7 +415,15 @@ class Worker:
                 return
         if self.agent is None:
             return  # not connected: every run is looked at again once it is
+        if self._call_in_flight(run_id):
+            return
         if len(self._running) >= self.concurrency:
+            self._backlog.add(run_id)  # looked at again when a slot frees
+            return
+        self._start(run_id)
+
+    def _start(self, run_id: str) -> None:
+        if self.agent is None or len(self._running) >= self.concurrency:
             self._backlog.add(run_id)  # looked at again when a slot frees
             return
         self._backlog.discard(run_id)
@@ -364,6 +431,50 @@ class Worker:
         if timer is not None:
             timer.cancel()
         self._running[run_id] = asyncio.create_task(self._execute(run_id))
+
+    def _call_in_flight(self, run_id: str) -> bool:
+        """True when a call of an earlier attempt of ``run_id`` still runs in this process
+        (a thread its attempt could not stop: after a SIGSTOP past the lease, a cancel that
+        ended the attempt during a read): starting the run now would hold two attempts of it
+        here. It is looked at again when that call returns (``_call_ended``)."""
+        said = run_id in self._calls_left
+        self._calls_left.add(run_id)  # first, so that a call ending now pokes it
+        if not calls_in_flight(run_id):
+            self._calls_left.discard(run_id)
+            return False
+        if not said:
+            log.warning(
+                "run %s: a call of an earlier attempt is still running in this worker; the "
+                "run starts again once it returns",
+                run_id,
+            )
+        return True
+
+    def _waits_for_another(self, summary: Summary) -> bool:
+        """Pinned: True when the run was started by another version (it waits for a worker
+        of that version, and is listed so). Read once per change of the run."""
+        run_id = summary.run_id
+        seen = self._not_mine.get(run_id)
+        if seen is not None and seen[1] == summary.last_seq:
+            return True
+        self._not_mine.pop(run_id, None)
+        agent = self.agent
+        if agent is None or summary.status not in _MAY_RUN:
+            return False
+        try:
+            made = made_by(self.store.load(run_id), self.store.attempts(run_id))
+        except DurableAgentError:
+            return False
+        if made is None or made.version == agent.code.version:
+            return False  # new runs (no version yet) are every pinned worker's
+        self._not_mine[run_id] = (made.version, summary.last_seq)
+        log.info(
+            "run %s waits for version %s (this worker is pinned to %s)",
+            run_id,
+            made.version,
+            agent.code.version,
+        )
+        return True
 
     def _due(self, run_id: str) -> None:
         self._timers.pop(run_id, None)
@@ -396,7 +507,7 @@ class Worker:
         if agent is None:  # lost its connection since: looked at again once it is back
             self._running.pop(run_id, None)
             return
-        config = Config(agent.config, agent.gate, self.store)
+        config = Config(agent.config, agent.gate, self.store, agent.code)
         again = True  # look at the run again at once when this attempt ends
         wake = self._wakes[run_id] = asyncio.Event()
         try:

@@ -30,12 +30,14 @@ ACTION_LOOKS: dict[PlanAction, tuple[str, str]] = {
     PlanAction.REFUSED: ("⊘", "magenta"),
     PlanAction.NOT_REACHED: ("·", "dim"),
     PlanAction.OVER_BUDGET: ("◆", "bold red"),
+    PlanAction.INCOMPATIBLE: ("≠", "bold red"),
 }
 ENDING_STYLES = {
     PlanEnding.INDETERMINATE: "bold red",
     PlanEnding.AWAITING_APPROVAL: "bold yellow",
     PlanEnding.COMPLETED: "green",
     PlanEnding.OVER_BUDGET: "bold red",
+    PlanEnding.INCOMPATIBLE: "bold red",
     PlanEnding.CANCELLED: "dim",
     PlanEnding.PAUSED: "yellow",
     PlanEnding.COMPLETES: "green",

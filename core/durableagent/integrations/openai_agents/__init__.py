@@ -51,6 +51,7 @@ def durable(
     max_turns: int = 20,
     budget: Budget | None = None,
     prices: Prices | None = None,
+    version: str = "",
     **gate_options: Any,
 ) -> Agent:
     """``agent`` (an ``agents.Agent``) as a durable ``Agent``.
@@ -67,6 +68,9 @@ def durable(
     - ``run_config``: the SDK's ``RunConfig`` for every attempt; its ``model_provider`` (and
       ``model``) are wrapped, never replaced.
     - ``max_turns``, ``budget``, ``prices``: as on ``AgentConfig``.
+    - ``version``: the label every run and attempt records (``Agent(version=)``, see
+      docs/deploys.md; default a short digest of the fingerprint). Its tools are learned as
+      the agent runs, so a deploy's check has no schemas to hold its calls to.
     - ``gate_options``: ``deny`` (tools refused outright), ``idempotent`` (writes the external
       system deduplicates on the step's idempotency key), ``approve_within`` (a duration for
       every gated call, or ``{tool: duration}``).
@@ -111,7 +115,7 @@ def durable(
         prices=prices,
         approve_within=default_within,
     )
-    return Agent(loop, gate)
+    return Agent(loop, gate, version=version)
 
 
 def tool_context(ctx: RunContextWrapper[Any]) -> ToolContext:

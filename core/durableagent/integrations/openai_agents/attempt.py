@@ -16,6 +16,7 @@ serves every run of a worker at once.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -135,6 +136,7 @@ class Attempt:
         the order the reply's function-tool calls run in: one at a time, by call id. A
         refused call's step is recorded now: the SDK never calls its tool."""
         functions = self.graph.function_names(agent) | self.listed.get(agent, frozenset())
+        known = functions | self.graph.handoff_names(agent)
         items = {
             (item.call_id, item.name): item
             for item in response.output
@@ -142,6 +144,12 @@ class Attempt:
         }
         runs: list[int] = []
         for i, call in enumerate(self.calls):
+            if call.name not in known:
+                # The SDK raises, or answers the model itself (tool_not_found_behavior): the
+                # call is recorded refused, so that no requested call stays open.
+                why = f"unknown tool {call.name!r} for agent {agent!r}"
+                await self.turns.tool(i, dataclasses.replace(call, error=why), _never)
+                continue
             if call.name not in functions:
                 continue
             reason = self.turns.refusal(i, call)

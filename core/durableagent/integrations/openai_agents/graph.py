@@ -305,6 +305,11 @@ class Graph:
         tools = copy.tools if copy is not None else []
         return frozenset(t.name for t in tools if isinstance(t, FunctionTool))
 
+    def handoff_names(self, agent: str) -> frozenset[str]:
+        copy = self.by_name.get(agent)
+        handoffs = copy.handoffs if copy is not None else []
+        return frozenset(h.tool_name for h in handoffs if isinstance(h, Handoff))
+
     def tools_of(self, agent: str) -> list[Tool]:
         """Our descriptors of what agent ``agent`` offers: its function tools (classed by the
         gate) and its handoffs (reads)."""

@@ -69,6 +69,7 @@ def durable(
     max_turns: int = 20,
     budget: Budget | None = None,
     prices: Prices | None = None,
+    version: str = "",
     **gate_options: Any,
 ) -> Agent:
     """``agent`` as a durable ``Agent``.
@@ -82,6 +83,8 @@ def durable(
     - ``deps``: the agent's deps for every attempt, or a function making them (called with no
       arguments, once per attempt).
     - ``max_turns``, ``budget``, ``prices``: as on ``AgentConfig``.
+    - ``version``: the label every run and attempt records (``Agent(version=)``; default a
+      short digest of the fingerprint: the function tools' schemas and the model).
     - ``gate_options``: ``deny`` (tools refused outright), ``idempotent`` (writes the external
       system deduplicates on the step's idempotency key), ``approve_within`` (a duration for
       every gated call, or ``{tool: duration}``).
@@ -125,7 +128,7 @@ def durable(
         approve_within=default_within,
         output_type=output_type_of(agent),
     )
-    return Agent(loop, gate)
+    return Agent(loop, gate, version=version)
 
 
 def tool_context(ctx: RunContext[Any]) -> ToolContext:

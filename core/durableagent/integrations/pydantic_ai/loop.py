@@ -19,6 +19,7 @@ from pydantic_ai.messages import (
     TextPart,
     UserPromptPart,
 )
+from pydantic_ai.toolsets import FunctionToolset
 
 from ...budget import Budget, Prices
 from ...messages import Message
@@ -87,6 +88,17 @@ class PydanticLoop:
                 history, prompt = result.all_messages(), None
         finally:
             ATTEMPT.reset(token)
+
+    def schemas(self) -> dict[str, Any]:
+        """The input schemas of the agent's function tools, by name: what a deploy's check
+        validates recorded arguments against (deploys.code_of). Tools a toolset learns at run
+        time (an MCP server's) are not known before the run, and not checked."""
+        out: dict[str, Any] = {}
+        for toolset in self.agent.toolsets:
+            if isinstance(toolset, FunctionToolset):
+                for name, tool in toolset.tools.items():
+                    out[name] = tool.tool_def.parameters_json_schema
+        return out
 
     def _deps(self) -> Any:
         """The deps of this attempt: the value given, or a fresh one from a factory."""
