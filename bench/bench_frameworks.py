@@ -27,6 +27,9 @@ write (``file``). Per step = the run's wall time / (2N+1), its start and end inc
 - DBOS: Pydantic AI's ``DBOSDurability``, ``agent.run()`` inside a ``@DBOS.workflow``, the
   system database SQLite on a file (``sqlite:///FILE``; its synchronous setting as DBOS
   leaves it).
+- sdk-plain, sdk-ours-read, sdk-ours-write: the same workload as an OpenAI Agents SDK agent on
+  a ``Model`` of no I/O, run by ``Runner.run`` plainly and made durable by
+  ``durableagent.integrations.openai_agents.durable`` (extra ``openai-agents``).
 - Prefect: Pydantic AI's ``PrefectDurability``, ``agent.run()`` inside a ``@flow``. Prefect
   does not run without a server: with no ``PREFECT_API_URL`` it starts a temporary API server
   of its own (uvicorn on SQLite, in a subprocess) and talks to it over HTTP; that is what is

@@ -795,6 +795,13 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         "            provider = JournalProvider(provider)",
         "            provider = JournalProvider(RunConfig().model_provider)",
     ),
+    "o09-agents-retry-asks-a-second-turn": (
+        "the SDK's own retry of a failed model request goes out as the next turn's step",
+        "integrations/openai_agents/attempt.py",
+        "        if self.fatal is not None:\n            raise self.fatal\n"
+        "        agent = self.active\n",
+        "        agent = self.active\n",
+    ),
     "h01-bulk-retry-writes-no-signal": (
         "a bulk retry (retry --where, R on marked runs) clears the failure count and writes no "
         "retry signal: who retried, and why, is lost to the audit",

@@ -80,3 +80,33 @@ def test_the_demo_store_tells_of_its_failed_run_each_waiting_call_and_the_limit_
     (over,) = [n for n in text.split("\n\n") if n.startswith("agentrun: report-export")]
     assert "act: agentrun budget report-export --add model_calls=" in over, over
     assert "tokens=" not in over
+
+
+def test_a_worker_leaving_a_run_failed_on_a_count_that_does_not_say_so_marks_it_exhausted(
+    tmp_path: Path,
+) -> None:
+    """A count made by a worker allowed more tries, or by a program that gave none: the
+    worker that gives up on it says so in it, so a notifier tells of the failed run."""
+    from _child_agents import broken
+
+    from durableagent.worker import DEFAULT_MAX_ATTEMPTS, Worker, WorkerThread, note_failure
+
+    store = FileStore(tmp_path / "runs", create=True)
+    j = JournalWriter(store, "f1", time.time() - 60)
+    j.start("please file it")
+    with j.attempt("host-a:1"):
+        j.outcome(Status.FAILED, error="ConnectionError: down")
+    for _ in range(DEFAULT_MAX_ATTEMPTS):
+        note_failure(store, "f1", ConnectionError("down"))
+    assert not (store.read_failures("f1") or {}).get("exhausted")
+    thread = WorkerThread(Worker(broken(tmp_path), store, rescan=0.5)).start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (store.read_failures("f1") or {}).get("exhausted"):
+            assert time.monotonic() < deadline, store.read_failures("f1")
+            time.sleep(0.1)
+    finally:
+        thread.stop()
+    failures = store.read_failures("f1")
+    assert failures is not None and failures["failures"] == DEFAULT_MAX_ATTEMPTS  # not retried
+    assert not (tmp_path / ".side" / "attempts.log").exists()  # the model was never called

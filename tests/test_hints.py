@@ -21,6 +21,7 @@ import pytest
 
 from durableagent import FileStore, Message, RunStatus, hints, submit
 from durableagent.cli.main import main
+from durableagent.copying import copy_run
 from durableagent.fork import fork_points, plan_fork, write_fork
 from durableagent.notify.notices import deadline_denials, notices_for, stalled
 from durableagent.signals import signal as send_signal
@@ -85,6 +86,9 @@ def test_every_hint_the_product_prints_works_when_pasted(
     assert code == 0
     send_signal(store, "access-audit", "cancel", {}, by="ana", reason="not needed")
     submit(store, "printer-toner", [Message("user", "the printer needs toner")])
+    # A run moved to another store (copy --move): it lives there now.
+    submit(store, "moved-away", [Message("user", "move me")])
+    copy_run(store, FileStore(tmp_path / "elsewhere", create=True), "moved-away", move=True)
     # A fork cut short (a crash while copying): corrupt until the same fork is run again.
     records = store.load("shared-drive")
     cut = plan_fork(records, "shared-drive", "half-fork", at_step="llm/2", reason="r")
@@ -109,6 +113,7 @@ def test_every_hint_the_product_prints_works_when_pasted(
         RunStatus.READY,
         RunStatus.COMPLETED,
         RunStatus.CORRUPT,
+        RunStatus.MOVED,
     }, statuses
     for s in summaries:
         failures = store.read_failures(s.run_id) or {}
@@ -146,6 +151,10 @@ def test_every_hint_the_product_prints_works_when_pasted(
         "worker",
         "workers",
     }, made_by
+    assert f"agentrun show moved-away --store {tmp_path / 'elsewhere'}" in hints_made
+    assert any(
+        h.startswith("agentrun fork shared-drive --at llm/2 --as half-fork ") for h in hints_made
+    )
     # Every line that suggests a command suggests one built by hints.py.
     for line in text.splitlines():
         if ": agentrun " in line or "(agentrun " in line:

@@ -254,6 +254,16 @@ def test_what_cannot_be_made_durable_is_refused_in_one_line(fake: FakeLLM):
     cases.append(
         (SdkAgent("p", model=model(fake), tools=[pay]), "write 'pay' has a failure_error_function")
     )
+
+    @function_tool(timeout=5)
+    async def wire(amount: int) -> str:
+        """Wire."""
+        return "wired"
+
+    wire.name = "pay"
+    cases.append(
+        (SdkAgent("w", model=model(fake), tools=[wire]), "write 'pay' has timeout_seconds")
+    )
     for agent, says in cases:
         with pytest.raises(NotDurableError) as e:
             durable(agent, writes=["pay"])
@@ -828,3 +838,71 @@ async def test_a_call_of_an_unknown_tool_is_recorded_refused_so_none_stays_open(
     assert list(steps) == ["tool/1/0/teleport", "tool/1/1/lookup"]
     assert steps["tool/1/0/teleport"]["is_error"] is True
     assert plan(store.load("r2")).ending == PlanEnding.COMPLETED
+
+
+async def test_a_pause_stops_a_read_in_flight_and_a_resume_goes_on_from_the_journal(
+    store: FileStore, fake: FakeLLM, script: Script
+):
+    entered = asyncio.Event()
+    ran: list[str] = []
+
+    @function_tool
+    async def wait(n: int) -> str:
+        """Wait."""
+        ran.append(str(n))
+        if len(ran) == 1:
+            entered.set()
+            await asyncio.sleep(60)
+        return "waited"
+
+    script.turns += [calls(("wait", {"n": 1})), echo]
+    agent = durable(SdkAgent("waits", model=model(fake), tools=[wait]))
+    attempt = asyncio.create_task(run(config(agent, store), "r1", PROMPT))
+    await asyncio.wait_for(entered.wait(), 20)
+    signal(store, "r1", "pause", {}, by="ann", reason="vendor outage")
+    out = await asyncio.wait_for(attempt, 20)
+    assert out.status == Status.PAUSED and len(script.seen) == 1
+    signal(store, "r1", "resume", {}, by="ann")
+    done = await run(config(agent, store), "r1", None)
+    assert done.status == Status.COMPLETED and done.message is not None
+    assert done.message.content == "waited"
+    assert ran == ["1", "1"] and len(script.seen) == 2  # the read again; llm/1 replayed
+
+
+async def test_the_sdks_own_retry_of_a_failed_request_never_asks_a_second_turn(
+    store: FileStore, fake: FakeLLM, script: Script
+):
+    """A request that failed left its step open; a retry policy of the SDK's would make the
+    same request again, inside the attempt: it gets the failure again, never ``llm/2``."""
+    from agents.retry import ModelRetryBackoffSettings, ModelRetrySettings
+    from fake_llm import Canned
+
+    retry = ModelRetrySettings(
+        max_retries=3,
+        backoff=ModelRetryBackoffSettings(initial_delay=0, max_delay=0),
+        policy=lambda ctx: True,
+    )
+    script.turns += [calls(("lookup", {"topic": "a"})), echo]
+    sdk = helpdesk(fake, [], model_settings=ModelSettings(retry=retry))
+    agent = durable(sdk)
+    fake.push(Canned(status=400, body={"error": {"message": "bad", "type": "invalid"}}))
+    with pytest.raises(Exception, match="bad"):
+        await run(config(agent, store), "r1", PROMPT)
+    assert len(fake.requests) == 1
+    assert [r.step for r in store.load("r1") if r.type == "step.started"] == ["llm/1"]
+    done = await run(config(agent, store), "r1", None)  # the open model step is asked again
+    assert done.status == Status.COMPLETED and done.message is not None
+    assert [s.name for s in view_store(store, "r1").steps] == ["llm/1", "tool/1/0/lookup", "llm/2"]
+
+
+def test_a_deploys_fingerprint_sees_the_agents_tools_model_and_instructions(fake: FakeLLM):
+    from durableagent.deploys import code_of
+
+    first = code_of(durable(helpdesk(fake, [])).config)
+    assert sorted(first.schemas) == ["create_ticket", "lookup"]
+    assert first.fingerprint["model"] == "fake-model"
+    changed = helpdesk(fake, [])
+    changed.instructions = "You are a different helpdesk."
+    again = code_of(durable(changed).config)
+    assert again.fingerprint["prompt"] != first.fingerprint["prompt"]
+    assert again.fingerprint["tools"] == first.fingerprint["tools"]

@@ -38,6 +38,8 @@ COMMANDS: dict[str, list[str]] = {
     "web": [],
     "demo": [],
     "completion": ["bash"],
+    "accept-change": ["n1"],
+    "deploy-check": ["--agent", "m:a"],
 }
 
 

@@ -120,6 +120,8 @@ BUILDERS = (
     resume,
     fork,
     raise_budget,
+    accept_change,
+    cancel,
     worker,
     workers,
 )

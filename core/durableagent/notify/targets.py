@@ -5,6 +5,7 @@ core loads without the ``notify`` extra."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -65,7 +66,16 @@ class Target:
         self.key = hashlib.sha256(url.encode()).hexdigest()[:16]
         self._apprise = apprise.Apprise()
         self._apprise_module = apprise
-        if not self._apprise.add(url):
+        # Apprise logs its own "Unparseable URL" as an ERROR: the refusal below says it,
+        # naming the flag, and is the one line a human should read.
+        said = logging.getLogger("apprise")
+        level = said.level
+        said.setLevel(logging.CRITICAL)
+        try:
+            added = self._apprise.add(url)
+        finally:
+            said.setLevel(level)
+        if not added:
             raise BadTargetError(
                 url,
                 f"{url!r} is not a notify URL Apprise knows (see "

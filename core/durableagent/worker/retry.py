@@ -7,8 +7,10 @@ again."""
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from dataclasses import dataclass
 
+from ..errors import DurableAgentError
 from ..stores import Store
 
 # A worker's defaults (``agentrun worker --max-attempts --backoff --max-backoff``): a supervisor
@@ -99,6 +101,19 @@ def note_failure(
         record["exhausted"] = True
     store.write_failures(run_id, record)
     return failures
+
+
+def mark_exhausted(store: Store, run_id: str, signals: int) -> None:
+    """Say in the run's failure count that the workers gave up on it, when a worker leaves
+    it failed on a count that does not say so yet (counted by a worker allowed more tries,
+    or by a program that gave no ``max_attempts``): a notifier tells of a failed run only
+    then. A count a human has signalled since is left alone (it no longer counts); one
+    that cannot be written is only a notice not sent."""
+    d = store.read_failures(run_id)
+    if not d or d.get("exhausted") or d.get("signals") != signals:
+        return
+    with suppress(DurableAgentError, OSError):
+        store.write_failures(run_id, {**d, "exhausted": True})
 
 
 def _signals(store: Store, run_id: str) -> int:

@@ -53,6 +53,7 @@ from .retry import (
     _failures_now,
     _signals,
     backoff_delay,
+    mark_exhausted,
     note_failure,
     read_attempts,
     reset_attempts,
@@ -388,6 +389,10 @@ class Worker:
         if failures >= self.max_attempts:
             if run_id not in self._gave_up:
                 self._gave_up.add(run_id)
+                # Off the loop (a store write); nothing waits on it.
+                asyncio.get_running_loop().run_in_executor(
+                    None, mark_exhausted, self.store, run_id, summary.signals
+                )
                 log.warning(
                     "run %s failed %d times; leaving it failed (fix the cause, then "
                     "'agentrun retry %s')",

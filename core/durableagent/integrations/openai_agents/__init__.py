@@ -80,7 +80,7 @@ def durable(
     journal cannot make durable: tools that run outside function calls (computer, shell,
     local shell, apply-patch, custom tools), tool guardrails and agent guardrails, two agents
     of one name, and a write whose ``failure_error_function`` turns its exception into a
-    result."""
+    result or that has a ``timeout_seconds``."""
     if not isinstance(agent, SdkAgent):
         raise TypeError(f"durable() takes an agents.Agent, not {type(agent).__name__}")
     writes, approve = frozenset(writes), frozenset(approve)
@@ -164,6 +164,12 @@ def _check_failures(agent: SdkAgent[Any], gate: PolicyGate) -> None:
         for t in a.tools:
             if not isinstance(t, FunctionTool) or not gate.is_write(t.name):
                 continue
+            if t.timeout_seconds is not None:
+                raise NotDurableError(
+                    f"durable(): write {t.name!r} has timeout_seconds: the SDK would cancel it and "
+                    "answer the model while the write may have happened (leave the timeout to "
+                    "the system it writes to)"
+                )
             custom = not getattr(t, "_use_default_failure_error_function", True)
             if custom and getattr(t, "_failure_error_function", None) is not None:
                 raise NotDurableError(

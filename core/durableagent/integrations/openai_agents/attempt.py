@@ -97,7 +97,10 @@ class Attempt:
     ) -> ModelResponse:
         """The next turn's ``llm/T``, recorded or replayed. Before any call of the reply runs,
         the calls a human must decide on stop the attempt (``Waiting``); the decided ones are
-        handed to the SDK's approvals."""
+        handed to the SDK's approvals. Once something ended the attempt, a request the SDK
+        makes again (its own retry policy) gets that again: a turn is asked once an attempt."""
+        if self.fatal is not None:
+            raise self.fatal
         agent = self.active
         self.turns.know(self.graph.tools_of(agent))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import json
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
@@ -84,6 +85,18 @@ class AgentsLoop:
             return LoopOutcome(Message("assistant", shapes.answer_text(result.final_output)))
         finally:
             ATTEMPT.reset(token)
+
+    @property
+    def prompt(self) -> str:
+        """The instructions of the agent and of every agent it hands off to, by name (a
+        function's by its name): what a deploy's fingerprint digests (deploys.code_of)."""
+        said = {
+            name: a.instructions
+            if isinstance(a.instructions, str | None)
+            else getattr(a.instructions, "__qualname__", type(a.instructions).__name__)
+            for name, a in sorted(self.graph.by_name.items())
+        }
+        return json.dumps(said, sort_keys=True)
 
     def _context(self) -> Any:
         """The run's context object for this attempt: the value given, or a fresh one from a
