@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from durableagent import (
-    FileStore,
     Message,
     Status,
+    Store,
     ToolCall,
+    open_store,
 )
 from durableagent.testing import JournalWriter
 from durableagent.worker import Attempts
@@ -34,9 +35,9 @@ def _lookup(j: JournalWriter) -> None:
     j.tool("tool/1/0/lookup_policy", "Access needs a ticket approved by IT.")
 
 
-def build_sample_store(root: Path, *, corrupt: bool = True, markup: bool = True) -> FileStore:
+def build_sample_store(root: Path, *, corrupt: bool = True, markup: bool = True) -> Store:
     """Build (or extend) the sample store at ``root`` and return it."""
-    store = FileStore(root)
+    store = open_store(root)
     ticket = ToolCall("c2", "create_ticket", {"summary": "billing dashboard access"})
 
     j = JournalWriter(store, "laptop-1039", T0)
@@ -108,7 +109,7 @@ def build_sample_store(root: Path, *, corrupt: bool = True, markup: bool = True)
         j.start("Printer on floor 3 is jammed.")
         j.add("step.started", "llm/1", "model")
         j.add("step.completed", "llm/1", "model", Message("assistant", "On it.").to_dict())
-        path = store.path("broken-1040")
+        path = Path(root) / "broken-1040.jsonl"  # the journal of a store in a directory
         lines = path.read_bytes().split(b"\n")
         lines[1] = lines[1].replace(b'"llm/1"', b'"llm/9"')  # the crc no longer matches
         path.write_bytes(b"\n".join(lines))
@@ -118,7 +119,7 @@ def build_sample_store(root: Path, *, corrupt: bool = True, markup: bool = True)
 AUDIT = "audit-1049"
 
 
-def build_killed_run(store: FileStore) -> None:
+def build_killed_run(store: Store) -> None:
     """``audit-1049``: its first worker was killed inside its second model call, the next one
     replayed two steps, re-ran that call and was killed inside its third: ready, and the next
     attempt replays four steps and re-runs llm/3."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..stores import FileStore
+from ..stores import Store, open_store
 from ..worker import DEFAULT_BACKOFF, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BACKOFF
 from .common import DEFAULT_DEMO_STORE, Parents, Refused, Usage, describe, store_of
 from .runs import cmd_ls
@@ -231,7 +231,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     else:
         print(f"building the demo store at {root} ...")
         build_demo_store(root)
-    store = FileStore(root, create=False)
+    store = open_store(root, create=False)
     if args.no_tui:
         args.status = None
         args.json = False
@@ -259,7 +259,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             print("agentrun demo: the worker did not stop in time", file=sys.stderr)
 
 
-def _demo_notices(store: FileStore, root: Path) -> Any:
+def _demo_notices(store: Store, root: Path) -> Any:
     """The demo's notifier, to a local webhook writing ``.demo/notices.log`` (SPEC §11):
     said before the TUI starts; None, said too, without the notify extra."""
     from ..notify import BadTargetError

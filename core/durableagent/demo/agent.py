@@ -17,7 +17,7 @@ from typing import Any
 
 from ..gate import gate_for
 from ..loop import AgentConfig
-from ..stores import FileStore
+from ..stores import open_store
 from ..tools import Result, Tool, ToolContext
 from ..worker import Agent
 from .script import (
@@ -149,7 +149,7 @@ async def demo_agent(
             tickets = [_crashing(t, crash_in) for t in tickets]
         tools = demo_tools(root, pace=pace, crash_in=crash_in, tickets=tickets)
         kill_at = AUDIT_KILLED_AT if crash_in == KILL_AUDIT else None
-        model = DemoModel(pace, kill_at, FileStore(root) if kill_at is not None else None)
+        model = DemoModel(pace, kill_at, open_store(root) if kill_at is not None else None)
         config = AgentConfig(model=model, tools=tools, system=SYSTEM)
         yield Agent(config, gate_for(tools))
 

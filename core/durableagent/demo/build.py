@@ -17,7 +17,7 @@ from ..messages import Message
 from ..outcome import Status
 from ..run import Config, run, submit
 from ..signals import signal as send_signal
-from ..stores import FileStore
+from ..stores import Store, open_store
 from ..view import view_store
 from ..worker import DEFAULT_MAX_ATTEMPTS, note_failure
 from .agent import demo_agent
@@ -62,7 +62,7 @@ def build_demo_store(root: Path) -> None:
     root = Path(root)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise StoreError(f"{root} is not empty: build the demo store into a new directory")
-    store = FileStore(root)
+    store = open_store(root)
     folder = demo_dir(root)
     folder.mkdir()
     (folder / "README").write_text(
@@ -72,24 +72,24 @@ def build_demo_store(root: Path) -> None:
     for name in ("tickets", "outbox"):
         (folder / f"{name}.json").write_text("[]\n")
     (folder / SERVICE_DOWN).write_text("delete this file to bring the policy service back\n")
-    asyncio.run(_build(store))
+    asyncio.run(_build(store, root))
 
 
-async def _build(store: FileStore) -> None:
+async def _build(store: Store, root: Path) -> None:
     # The children that crash start now: they load the MCP SDK and connect while this
     # process builds the other runs, then wait for their turn. Two die inside crm-access's
     # writes; one inside access-audit's third model call.
-    children = [_CrashChild(store.root, "crm-access", t) for t in ("create_ticket", "send_email")]
-    children.append(_CrashChild(store.root, "access-audit", KILL_AUDIT))
+    children = [_CrashChild(root, "crm-access", t) for t in ("create_ticket", "send_email")]
+    children.append(_CrashChild(root, "access-audit", KILL_AUDIT))
     try:
-        async with demo_agent(store.root, pace=0, in_process=True) as agent:
+        async with demo_agent(root, pace=0, in_process=True) as agent:
             await _build_runs(store, Config(agent.config, agent.gate, store), children)
     finally:
         for child in children:
             child.kill()
 
 
-async def _build_runs(store: FileStore, config: Config, children: list[_CrashChild]) -> None:
+async def _build_runs(store: Store, config: Config, children: list[_CrashChild]) -> None:
 
     def start(run_id: str) -> list[Message]:
         return [Message("user", RUNS[run_id])]
@@ -198,7 +198,7 @@ def crash_child(root: Path, run_id: str, tool: str) -> None:
         async with demo_agent(root, pace=0, crash_in=tool, in_process=True) as agent:
             if not await asyncio.to_thread(sys.stdin.readline):  # the builder says when
                 return  # it went away: nothing to do
-            store = FileStore(root)
+            store = open_store(root)
             await run(Config(agent.config, agent.gate, store), run_id, None, owner="demo-child")
 
     asyncio.run(crash())
