@@ -738,6 +738,12 @@ MUTANTS: dict[str, tuple[str, str, str, str]] = {
         'note_failure(store, "vpn-access", e, max_attempts=DEFAULT_MAX_ATTEMPTS)',
         'note_failure(store, "vpn-access", e)',
     ),
+    "h06-give-up-unsaid": (
+        "a worker gives up on a run whose count does not say so: no failed notice, ever",
+        "worker/retry.py",
+        '    if not d or d.get("exhausted") or d.get("signals") != signals:\n        return\n',
+        "    return\n",
+    ),
     "h05-mail-body-taken-for-html": (
         "a notice's plain text sent unlabelled: the mail loses its line breaks",
         "notify/targets.py",
@@ -841,6 +847,7 @@ TESTS = [
 MORE_TESTS = {
     "tui/durableagent_tui/web.py": ["tests/test_web_guard.py"],
     "copying.py": ["tests/test_store_commands.py"],
+    "worker/retry.py": ["tests/test_demo_notices.py"],
     "cli/bulk.py": ["tests/test_bulk.py"],
     "bulk.py": ["tests/test_bulk.py"],
 }
