@@ -1,7 +1,8 @@
 """agentrun: the command line for durable agent runs.
 
 This module only wires argparse to the command families (one module each: ``runs``,
-``decisions``, ``controls``, ``operations``, ``serve``, ``stores``, ``completion``). Exit
+``decisions``, ``controls``, ``operations``, ``deploys``, ``serve``, ``workers``, ``notify``,
+``stores``, ``completion``). Exit
 codes: 0 done, 1 refused or failed (one line on stderr saying why and what to do; ``store
 unavailable: ...`` when the store's server did not answer), 2 usage (with the command's own
 usage line), 130 interrupted (ctrl+c); ``show --follow`` adds 3: the run stopped for a

@@ -1,8 +1,8 @@
 """Where runs live: the ``Store`` protocol (``protocol.py``), its two stores and
 ``open_store``.
 
-``FileStore`` keeps runs in one directory on one disk (``file.py``); ``PostgresStore`` lets
-several hosts share them in PostgreSQL (``postgres.py``, extra ``postgres``). Both pass one
+``FileStore`` keeps runs in one directory on one disk (``file/``); ``PostgresStore`` lets
+several hosts share them in PostgreSQL (``postgres/``, extra ``postgres``). Both pass one
 contract suite. The worker, the command line and the TUI reach a store only through the
 protocol: above it, nothing knows whether runs live in files or in a database.
 """

@@ -1,9 +1,13 @@
 """FileStore: the embedded store, one fsynced JSONL journal per run in one directory.
 
-Layout under the root: ``<run>.jsonl`` (the journal), ``.leases/<run>.lock`` (a flock'ed file
-that exists while the lease is held), ``.attempts/<run>.jsonl`` (each attempt and its
-outcome), ``.summaries/`` (the status index ``agentrun ls`` reads), ``.worker/<run>.json``
-(the workers' shared failure counts). Safe for several processes at once.
+Layout under the root: ``<run>.jsonl`` (the journal: ``journals.py``), ``.leases/<run>.lock``
+(a flock'ed file that exists while the lease is held: ``leases.py``), ``.attempts/<run>.jsonl``
+(each attempt and its outcome: ``logs.py``), ``.summaries/`` (the status index ``agentrun ls``
+reads: ``logs.py``, kept by ``summaries.py``), ``.worker/<run>.json`` (the workers' shared
+failure counts: ``failures.py``), ``.workers/`` (one registration per worker: ``workers.py``)
+and ``.notices/`` (each notice claimed, then marked sent: ``notices.py``). The change feed is
+``feed.py``; every file is opened and moved through ``fs.py``. Safe for several processes at
+once.
 """
 
 from __future__ import annotations

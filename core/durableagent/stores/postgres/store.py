@@ -2,12 +2,12 @@
 
 Tables (``sql/schema.sql``, in the store's schema): ``runs`` (a row per run: the journal's
 tip, its status fold and status line, the last outcome, the lease, the failure bookkeeping),
-``records`` (each journal line exactly as the FileStore writes it), ``attempts`` and
-``schema_version``. Queries are named in ``sql/queries.sql``; connections come from
-``connector.py``; appends are ``append.py``'s (one round trip, two with a check); a lease is a
-``lease.PgLease``; attempts, outcomes and failure counts are ``attempts.py``'s; the workers and
-notices ``registry.py``'s; the change feed is ``feed.py``, moving runs ``moving.py`` and a
-summary row ``summary_rows.py``.
+``records`` (each journal line exactly as the FileStore writes it), ``attempts``, ``workers``,
+``notices`` and ``schema_version``. Queries are named in ``sql/queries.sql``; connections
+come from ``connector.py``; appends are ``append.py``'s (one round trip, two with a check); a
+lease is a ``lease.PgLease``; attempts, outcomes and failure counts are ``attempts.py``'s; the
+workers and notices ``registry.py``'s; the change feed is ``feed.py``, moving runs
+``moving.py`` and a summary row ``summary_rows.py``.
 """
 
 from __future__ import annotations
