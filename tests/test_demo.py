@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -254,6 +255,65 @@ def test_tui_command_passes_its_flags_and_explains_a_missing_ui(tmp_path: Path) 
     (fake / "durableagent_tui" / "__init__.py").write_text("")
     p = agentrun("tui", "--store", str(root), cwd=tmp_path, pythonpath=fake)
     assert p.returncode == 1 and "terminal UI is not available" in p.stderr
+
+
+def test_the_ui_registers_tui_and_web_as_agentrun_commands() -> None:
+    """The CLI finds the UI through the entry points it registers (pyproject.toml), never by
+    its module's name."""
+    import durableagent_tui
+    import durableagent_tui.web
+
+    found = {ep.name: ep for ep in entry_points(group="agentrun.commands")}
+    assert {name: ep.value for name, ep in found.items()} == {
+        "tui": "durableagent_tui:run_tui",
+        "web": "durableagent_tui.web:serve",
+    }
+    assert found["tui"].load() is durableagent_tui.run_tui
+    assert found["web"].load() is durableagent_tui.web.serve
+
+
+FAKE_UI = """
+import json
+def tui(store, *, read_only=False, poll=False):
+    print(json.dumps(["tui", store.description, read_only, poll]))
+    return 0
+def web(spec, **options):
+    print(json.dumps(["web", spec, options]))
+    return 0
+"""
+
+
+def test_agentrun_tui_and_web_reach_whatever_package_registers_them(tmp_path: Path) -> None:
+    """Another installed package registering ``tui`` and ``web`` under agentrun.commands
+    (found first on the path) is what the commands run: nothing names the UI's module."""
+    root = tmp_path / "s"
+    FileStore(root)
+    fake = tmp_path / "fake"
+    info = fake / "agentrun_fake_ui-0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: agentrun-fake-ui\nVersion: 0\n")
+    (info / "entry_points.txt").write_text(
+        "[agentrun.commands]\ntui = agentrun_fake_ui:tui\nweb = agentrun_fake_ui:web\n"
+    )
+    (fake / "agentrun_fake_ui.py").write_text(FAKE_UI)
+    p = agentrun("tui", "--store", str(root), "--poll", cwd=tmp_path, pythonpath=fake)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == ["tui", str(root), False, True]
+    p = agentrun(
+        "web", "--store", str(root), "--port", "0", "--allow-host", "h", "--read-only",
+        cwd=tmp_path, pythonpath=fake,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    options = {"host": "127.0.0.1", "port": 0, "read_only": True, "poll": False}
+    assert json.loads(p.stdout) == ["web", str(root.resolve()), {**options, "allow_hosts": ["h"]}]
+
+    (fake / "agentrun_fake_ui.py").write_text("")  # registered, but not there
+    p = agentrun("tui", "--store", str(root), cwd=tmp_path, pythonpath=fake)
+    assert p.returncode == 1 and "terminal UI is not available" in p.stderr
+    assert "Traceback" not in p.stderr
+    p = agentrun("web", "--store", str(root), cwd=tmp_path, pythonpath=fake)
+    assert p.returncode == 1 and "pip install 'durableagent[web]'" in p.stderr
+    assert "Traceback" not in p.stderr
 
 
 async def test_the_demo_agent_on_a_postgresql_store_keeps_its_tickets_beside_it_not_in_a_url_path(

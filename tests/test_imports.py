@@ -111,6 +111,13 @@ def test_only_the_file_store_imports_watchfiles_and_no_core_module_imports_ui():
             assert "\nimport watchfiles" not in text and "\nfrom watchfiles" not in text
 
 
+def test_no_core_module_names_the_ui_package():
+    """agentrun tui, web and demo reach the UI through the entry points it registers
+    (agentrun.commands), not by its name: no importlib string, no comment, nothing."""
+    for path in CORE.rglob("*.py"):
+        assert "durableagent_tui" not in path.read_text(), path
+
+
 def test_every_public_name_is_importable_from_the_package():
     import durableagent
 

@@ -46,6 +46,8 @@ from aiohttp import WSCloseCode, web
 from textual_serve.app_service import AppService
 from textual_serve.server import Server, to_int
 
+from durableagent.errors import DurableAgentError
+
 from .web_log import RedactToken, redact
 
 log = logging.getLogger("durableagent.web")
@@ -57,8 +59,9 @@ SHUTDOWN_S = 5.0  # aiohttp's wait for handlers after the sessions are reaped
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class ServeError(Exception):
-    """``agentrun web`` cannot serve (the address is taken, the host is unknown, ...)."""
+class ServeError(DurableAgentError):
+    """``agentrun web`` cannot serve (the address is taken, the host is unknown, ...): said
+    in one line by ``agentrun``, as every durableagent error."""
 
 
 def app_argv(store: str, *, read_only: bool = False, poll: bool = False) -> list[str]:

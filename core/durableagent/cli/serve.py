@@ -13,6 +13,7 @@ import shutil
 import signal as signals
 import sys
 from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -159,20 +160,33 @@ def _say(args: argparse.Namespace, line: str) -> None:
         print(line, file=sys.stderr)
 
 
+COMMANDS = "agentrun.commands"
+"""The entry-point group through which a package adds to agentrun: the terminal UI's package
+registers ``tui`` (its ``run_tui``, also what ``demo`` opens) and ``web`` (its ``serve``) there
+(pyproject.toml). The core names no module of the UI: it finds them as installed."""
+
+
+def command(name: str) -> Callable[..., int]:
+    """The callable registered as ``name`` in :data:`COMMANDS`, loaded now (never at module
+    level: the core must load without the UI). ImportError or AttributeError when what is
+    registered cannot be loaded; LookupError when nothing is registered under that name."""
+    found = entry_points(group=COMMANDS, name=name)
+    if not found:
+        raise LookupError(f"nothing registers {name!r} under the {COMMANDS} entry points")
+    loaded = next(iter(found)).load()
+    if not callable(loaded):
+        raise AttributeError(f"{COMMANDS} {name!r} is {type(loaded).__name__}, not a function")
+    return loaded  # type: ignore[no-any-return]
+
+
 def _run_tui() -> Callable[..., int]:
-    # Imported here, never at module level: the core must load without textual.
     try:
-        run_tui = getattr(importlib.import_module("durableagent_tui"), "run_tui", None)
-    except ImportError as e:
-        run_tui, why = None, str(e)
-    else:
-        why = "durableagent_tui has no run_tui"
-    if not callable(run_tui):
+        return command("tui")
+    except (ImportError, AttributeError, LookupError) as e:
         raise Refused(
-            f"the terminal UI is not available ({why}); reinstall durableagent with its "
+            f"the terminal UI is not available ({e}); reinstall durableagent with its "
             "dependencies, or use 'agentrun ls' and 'agentrun show'"
-        )
-    return run_tui  # type: ignore[no-any-return]
+        ) from None
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
@@ -186,28 +200,27 @@ def cmd_web(args: argparse.Namespace) -> int:
     """Serve the terminal UI to browsers (textual-serve), behind a token."""
     store = store_of(args)  # refuses a missing store before anything is served
     spec = str(store.directory.resolve()) if store.directory is not None else str(args.store)
-    # Imported here: textual-serve is an extra, and the core must load without the UI.
+    # Loaded here: textual-serve is an extra, and the core must load without the UI.
     try:
-        web = importlib.import_module("durableagent_tui.web")
-    except ImportError as e:
+        serve = command("web")
+    except (ImportError, AttributeError, LookupError) as e:
         raise Refused(
             f"agentrun web needs the web extra ({e}): pip install 'durableagent[web]'"
         ) from None
     if not 0 <= args.port <= 65535:
         raise Usage(f"--port wants 0..65535 (0 picks a free port), not {args.port}")
-    try:
-        return int(
-            web.serve(
-                spec,
-                host=args.host,
-                port=args.port,
-                read_only=args.read_only,
-                poll=args.poll,
-                allow_hosts=args.allow_host or (),
-            )
+    # What it cannot serve (the address is taken, ...) it raises as a DurableAgentError,
+    # said in one line by main.
+    return int(
+        serve(
+            spec,
+            host=args.host,
+            port=args.port,
+            read_only=args.read_only,
+            poll=args.poll,
+            allow_hosts=args.allow_host or (),
         )
-    except web.ServeError as e:
-        raise Refused(str(e)) from None
+    )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
