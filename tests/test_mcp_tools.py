@@ -409,7 +409,7 @@ async def test_a_call_that_times_out_leaves_the_step_open(srv: Path, store: File
         assert (await run(config(store, fast, slow), "read", None)).status == Status.COMPLETED
 
 
-async def test_a_tool_that_disappears_between_attempts_is_an_error_for_the_model(
+async def test_a_tool_that_disappears_between_attempts_is_an_error_or_stops_the_run(
     srv: Path, store: FileStore
 ) -> None:
     reply = calls_then_answer(ToolCall("a", "send_note", {"to": "bo", "text": "hi"}))
@@ -439,13 +439,16 @@ async def test_a_tool_that_disappears_between_attempts_is_an_error_for_the_model
         ]
         assert result["is_error"] is True and "Unknown tool" in result["content"]
 
-    # A worker started since: the tool is not in its listing, so the loop refuses the call.
+    # A worker started since: the approved call's tool is not in its listing. The run stops
+    # before any step as incompatible (a deploy's rule, docs/deploys.md), naming the call:
+    # never run, never answered behind the human's back.
     async with mcp.Client(stdio(srv, "v2")) as client:
         now = await mcp_tools(client, trust_annotations=True, overrides=held)
         assert "send_note" not in {t.name for t in now}
         gone = await run(config(store, now, reply), "gone", None)
-        assert gone.status == Status.COMPLETED and gone.message is not None
-        assert gone.message.content.startswith("unknown tool 'send_note'; available: ")
+        assert gone.status == Status.INCOMPATIBLE
+        view = view_store(store, "gone")
+        assert view.status == RunStatus.INCOMPATIBLE and "send_note" in view.waiting_on
     assert lines(srv, "effects") == []
 
 

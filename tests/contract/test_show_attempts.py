@@ -29,7 +29,7 @@ def test_show_prints_each_attempt_with_its_owner_epoch_ending_and_error(
         assert main(["show", "a1", "--store", store_spec]) == 0
     out = capsys.readouterr().out.splitlines()
     at = out.index("attempts")
-    assert out[at + 1].split()[:4] == ["#", "OWNER", "EPOCH", "STARTED"]
+    assert out[at + 1].split()[:5] == ["#", "OWNER", "EPOCH", "VERSION", "STARTED"]
     first, second = out[at + 2], out[at + 3]
     assert first.split()[:3] == ["1", "host-a:11", "1"]
     assert first.endswith("failed: quota exceeded")
