@@ -26,7 +26,7 @@ from typing import Any
 from .calls import Call, marker_for, replies
 from .gate import PolicyGate
 from .record import RUN_STARTED, SIGNAL, STEP_COMPLETED, STEP_STARTED, Record, signal_fields
-from .steps import model_step, model_turn, parse_step, tool_step
+from .steps import model_step, model_turn, parse_step, step_tool_name, tool_step
 from .turns import AgentLoop
 
 ACCEPT_CHANGE = "accept-change"
@@ -369,7 +369,7 @@ def _changed(completed: set[str], made: Made, code: Code) -> tuple[str, ...]:
             if model_changed:
                 out.append(step)
             continue
-        tool = step.split("/", 3)[-1] if step.count("/") >= 3 else ""
+        tool = step_tool_name(step) or ""
         if tool and was_tools.get(tool) != now_tools.get(tool):
             out.append(step)
     return tuple(out)
@@ -395,10 +395,11 @@ def _tool_digest(fingerprint: Mapping[str, Any], tool: str) -> Any:
 
 
 def _step_order(step: str) -> tuple[int, int, str]:
-    parts = step.split("/")
-    turn = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
-    index = int(parts[2]) if len(parts) > 2 and parts[2].isdigit() else -1
-    return turn, index, step
+    """Turn, then the model step before its tool calls, then by index (the step grammar)."""
+    parsed = parse_step(step)
+    if parsed is None:
+        return 0, -1, step
+    return parsed.turn, -1 if parsed.index is None else parsed.index, step
 
 
 def fork_step(blocked: Sequence[Mapping[str, Any]]) -> str:
