@@ -147,3 +147,29 @@ class Pending:
             float(deadline) if isinstance(deadline, int | float) else None,
             float(within) if isinstance(within, int | float) else None,
         )
+
+
+def static_gate(
+    *,
+    writes: Iterable[str],
+    approve: Iterable[str],
+    requires_approval: Iterable[str],
+    deny: Iterable[str] = (),
+    idempotent: Iterable[str] = (),
+    approve_within: dict[str, float | str] | None = None,
+) -> PolicyGate:
+    """A framework agent's gate, known before the run (durableagent.integrations): the named
+    writes and the tools the framework flags for approval (Pydantic AI's
+    ``requires_approval``, the Agents SDK's ``needs_approval``) are writes; a human approves
+    every write (``approve`` empty) or exactly the ``approve`` tools, and always a flagged
+    one."""
+    flagged = frozenset(requires_approval)
+    all_writes = frozenset(writes) | flagged
+    named = frozenset(approve)
+    return PolicyGate(
+        writes=all_writes,
+        approve=(named or all_writes) | flagged,
+        deny=deny,
+        idempotent=idempotent,
+        approve_within=approve_within,
+    )

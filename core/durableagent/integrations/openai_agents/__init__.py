@@ -32,7 +32,7 @@ from agents.models.interface import Model
 
 from ...budget import Budget, Prices
 from ...durations import parse_duration
-from ...gate import PolicyGate
+from ...gate import PolicyGate, static_gate
 from ...tools import ToolContext, current_context
 from ...worker import Agent
 from .attempt import CALL, NotDurableError
@@ -130,30 +130,6 @@ def tool_context(ctx: RunContextWrapper[Any]) -> ToolContext:
             f"tool_context(): {call_id!r} is not the tool call running now ({running!r})"
         )
     return current_context()
-
-
-def static_gate(
-    *,
-    writes: Iterable[str],
-    approve: Iterable[str],
-    requires_approval: Iterable[str],
-    deny: Iterable[str] = (),
-    idempotent: Iterable[str] = (),
-    approve_within: dict[str, float | str] | None = None,
-) -> PolicyGate:
-    """The gate known before the run: the named writes and the ``needs_approval`` tools are
-    writes; a human approves every write (``approve`` empty) or exactly the ``approve`` tools,
-    and always a ``needs_approval`` one."""
-    asked = frozenset(requires_approval)
-    all_writes = frozenset(writes) | asked
-    named = frozenset(approve)
-    return PolicyGate(
-        writes=all_writes,
-        approve=(named or all_writes) | asked,
-        deny=deny,
-        idempotent=idempotent,
-        approve_within=approve_within,
-    )
 
 
 def _check_failures(agent: SdkAgent[Any], gate: PolicyGate) -> None:

@@ -44,9 +44,10 @@ from pydantic_ai.toolsets import (
 
 from ...budget import Budget, Prices
 from ...durations import parse_duration
+from ...gate import static_gate
 from ...tools import ToolContext, current_context
 from ...worker import Agent
-from .classes import Classes, static_gate
+from .classes import Classes
 from .engine import CALL, JournalDurability, NotDurableError, unsupported
 from .loop import ModelInfo, PydanticLoop, output_type_of
 

@@ -9,7 +9,7 @@ does; the caller's ``writes=``/``approve=`` win over both.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic_ai.tools import ToolDefinition
@@ -84,27 +84,3 @@ class Classes:
 
 def _approve(gate: PolicyGate) -> frozenset[str]:
     return gate.writes if gate.approve is None else gate.approve
-
-
-def static_gate(
-    *,
-    writes: Iterable[str],
-    approve: Iterable[str],
-    requires_approval: Iterable[str],
-    deny: Iterable[str] = (),
-    idempotent: Iterable[str] = (),
-    approve_within: dict[str, float | str] | None = None,
-) -> PolicyGate:
-    """The gate known before the run: the named writes and the ``requires_approval`` tools are
-    writes; a human approves every write (``approve`` empty) or exactly the ``approve`` tools,
-    and always a ``requires_approval`` one."""
-    flagged = frozenset(requires_approval)
-    all_writes = frozenset(writes) | flagged
-    named = frozenset(approve)
-    return PolicyGate(
-        writes=all_writes,
-        approve=(named or all_writes) | flagged,
-        deny=deny,
-        idempotent=idempotent,
-        approve_within=approve_within,
-    )
