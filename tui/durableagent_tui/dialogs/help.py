@@ -13,8 +13,8 @@ from textual.widgets import Label, Static
 
 HELP = """\
 Runs needing a human come first (corrupt, indeterminate,
-over budget, awaiting approval, failed), then running,
-paused, ready, completed, cancelled;
+over budget, incompatible, awaiting approval, failed),
+then running, paused, ready, completed, cancelled, moved;
 newest activity first within a group.
 
   n          the next run needing a human, in table order
@@ -54,9 +54,9 @@ Budget dialog: the limits to add (the new limits show as
 Fork dialog: the new id, a reason, keep or drop the
   approvals; enter asks, naming both runs (y forks)
 
-⊘ corrupt  ✖ indeterminate  ◆ over budget  ▲ awaiting
-‖ paused  ✗ failed  ● running  ○ ready  ✓ completed
-■ cancelled
+⊘ corrupt  ✖ indeterminate  ◆ over budget  ≠ incompatible
+▲ awaiting  ✗ failed  ● running  ‖ paused  ○ ready
+✓ completed  ■ cancelled  ⇢ moved
 """
 
 
